@@ -1,0 +1,387 @@
+-- Every query the broker runs, by name. Loaded once by txn_broker.sql.
+-- Placeholders filled per dialect at load time: {now_ms} (the database clock in
+-- milliseconds), {for_update} (row lock; nothing on SQLite, whose writers are
+-- serialised by BEGIN IMMEDIATE) and {skip_locked} (claim rows other sweepers hold).
+
+-- next_id --
+-- Allocate the next value of a counter (producer ids, topic ids, transaction ids)
+UPDATE counters SET value = value + 1 WHERE name = :name RETURNING value;
+
+-- now_ms --
+-- The database clock, the only clock the coordinator trusts
+SELECT {now_ms} AS now_ms;
+
+-- insert_topic --
+-- Register a topic; no row back when the name is taken
+INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms)
+VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms})
+ON CONFLICT (name) DO NOTHING
+RETURNING topic_id;
+
+-- insert_partition --
+-- One row per partition of a new topic
+INSERT INTO partitions (topic_id, partition_no) VALUES (:topic_id, :partition_no);
+
+-- get_topic --
+-- A topic's metadata by name
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+FROM topics WHERE name = :name;
+
+-- get_topic_by_id --
+-- A topic's metadata by id
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+FROM topics WHERE topic_id = :topic_id;
+
+-- list_topics --
+-- All topic names
+SELECT name FROM topics ORDER BY name;
+
+-- list_topic_rows --
+-- All topics with their metadata
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+FROM topics ORDER BY name;
+
+-- delete_topic --
+-- Drop a topic and, by cascade, its partitions, segments, markers and group offsets
+DELETE FROM topics WHERE topic_id = :topic_id;
+
+-- topic_object_keys --
+-- Objects to delete after a topic is dropped
+SELECT object_key FROM segments WHERE topic_id = :topic_id;
+
+-- partition_offsets --
+-- Log start, high watermark and last stable offset of one partition, in one snapshot
+SELECT p.log_start_offset,
+       p.high_watermark,
+       COALESCE((SELECT MIN(o.first_offset) FROM txn_partitions o
+                 WHERE o.topic_id = p.topic_id AND o.partition_no = p.partition_no
+                   AND o.marker IS NULL AND o.first_offset IS NOT NULL),
+                p.high_watermark) AS last_stable_offset
+FROM partitions p
+WHERE p.topic_id = :topic_id AND p.partition_no = :partition_no;
+
+-- topic_partition_offsets --
+-- Offsets, segment counts and bytes of every partition of a topic
+SELECT p.partition_no,
+       p.log_start_offset,
+       p.high_watermark,
+       COALESCE((SELECT MIN(o.first_offset) FROM txn_partitions o
+                 WHERE o.topic_id = p.topic_id AND o.partition_no = p.partition_no
+                   AND o.marker IS NULL AND o.first_offset IS NOT NULL),
+                p.high_watermark) AS last_stable_offset,
+       (SELECT COUNT(*) FROM segments s
+        WHERE s.topic_id = p.topic_id AND s.partition_no = p.partition_no) AS segment_count,
+       (SELECT COALESCE(SUM(s.size_bytes), 0) FROM segments s
+        WHERE s.topic_id = p.topic_id AND s.partition_no = p.partition_no) AS size_bytes
+FROM partitions p
+WHERE p.topic_id = :topic_id
+ORDER BY p.partition_no;
+
+-- fetch_plan --
+-- The segments overlapping [start_offset, end_offset) with their transaction's marker
+SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
+       s.producer_id, s.max_timestamp_ms, m.marker
+FROM segments s
+LEFT JOIN txn_partitions m
+       ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.base_offset >= COALESCE((SELECT MAX(f.base_offset) FROM segments f
+                                 WHERE f.topic_id = :topic_id AND f.partition_no = :partition_no
+                                   AND f.base_offset <= :start_offset), 0)
+  AND s.base_offset < :end_offset
+ORDER BY s.base_offset
+LIMIT :max_segments;
+
+-- producer_state_for_update --
+-- The last sequence accepted from a producer on a partition, locked for the append
+SELECT producer_epoch, last_sequence FROM producer_state
+WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :partition_no
+{for_update};
+
+-- segment_by_sequence --
+-- The segment an earlier attempt of a retried append stored
+SELECT base_offset, record_count FROM segments
+WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :partition_no
+  AND base_sequence = :base_sequence;
+
+-- allocate_offsets --
+-- Assign offsets to a batch: moves the high watermark and locks the partition row
+UPDATE partitions SET high_watermark = high_watermark + :record_count
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+RETURNING high_watermark;
+
+-- insert_segment --
+-- Register a completely written segment object
+INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
+                      producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
+                      created_ms)
+VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
+        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms});
+
+-- upsert_producer_state --
+-- Remember the last accepted sequence
+INSERT INTO producer_state (producer_id, topic_id, partition_no, producer_epoch, last_sequence,
+                            updated_ms)
+VALUES (:producer_id, :topic_id, :partition_no, :producer_epoch, :last_sequence, {now_ms})
+ON CONFLICT (producer_id, topic_id, partition_no) DO UPDATE
+SET producer_epoch = excluded.producer_epoch,
+    last_sequence = excluded.last_sequence,
+    updated_ms = excluded.updated_ms;
+
+-- expire_producer_state --
+-- Forget sequence state of producers idle longer than producer_id_expiration_ms
+DELETE FROM producer_state
+WHERE updated_ms < {now_ms} - :expiration_ms
+  AND NOT EXISTS (SELECT 1 FROM transactional_ids t
+                  WHERE t.producer_id = producer_state.producer_id AND t.state <> 'CompleteCommit'
+                    AND t.state <> 'CompleteAbort' AND t.state <> 'Empty');
+
+-- record_txn_append --
+-- Note an append in the transaction's partition entry (refused if the partition is not in it)
+UPDATE txn_partitions
+SET first_offset = COALESCE(first_offset, :base_offset),
+    last_offset = :last_offset,
+    record_count = record_count + :record_count,
+    size_bytes = size_bytes + :size_bytes
+WHERE txn_id = :txn_id AND topic_id = :topic_id AND partition_no = :partition_no
+  AND marker IS NULL;
+
+-- transactional_id_for_update --
+-- The coordinator's row for a transactional id, locked
+SELECT transactional_id, producer_id, producer_epoch, state, timeout_ms, txn_id, txn_start_ms,
+       last_update_ms, state_seq, {now_ms} AS now_ms
+FROM transactional_ids WHERE transactional_id = :transactional_id
+{for_update};
+
+-- transactional_id_claim --
+-- The same row for a sweep: skip it if another sweeper holds it
+SELECT transactional_id, producer_id, producer_epoch, state, timeout_ms, txn_id, txn_start_ms,
+       last_update_ms, state_seq, {now_ms} AS now_ms
+FROM transactional_ids WHERE transactional_id = :transactional_id
+{skip_locked};
+
+-- transactional_id_fence_check --
+-- The current epoch and state, read without a lock (a cheap fencing check before a send)
+SELECT producer_id, producer_epoch, state, txn_id FROM transactional_ids
+WHERE transactional_id = :transactional_id;
+
+-- insert_transactional_id --
+-- First init of a transactional id; no row back when another process created it first
+INSERT INTO transactional_ids (transactional_id, producer_id, producer_epoch, state, timeout_ms,
+                               last_update_ms, created_ms)
+VALUES (:transactional_id, :producer_id, 0, 'Empty', :timeout_ms, {now_ms}, {now_ms})
+ON CONFLICT (transactional_id) DO NOTHING
+RETURNING producer_id;
+
+-- update_transactional_id --
+-- Write a state transition of a transactional id (the row is locked by the caller)
+UPDATE transactional_ids
+SET producer_id = :producer_id, producer_epoch = :producer_epoch, state = :state,
+    timeout_ms = :timeout_ms, txn_id = :txn_id, txn_start_ms = :txn_start_ms,
+    last_update_ms = {now_ms}, state_seq = :state_seq
+WHERE transactional_id = :transactional_id;
+
+-- delete_transactional_id --
+-- Remove an expired transactional id
+DELETE FROM transactional_ids WHERE transactional_id = :transactional_id AND state = 'Dead';
+
+-- insert_state_log --
+-- Append to the transaction log's history
+INSERT INTO txn_state_log (producer_id, seq, transactional_id, producer_epoch, txn_id,
+                           from_state, to_state, at_ms, reason)
+VALUES (:producer_id, :seq, :transactional_id, :producer_epoch, :txn_id, :from_state, :to_state,
+        {now_ms}, :reason);
+
+-- insert_transaction --
+-- Start a transaction instance
+INSERT INTO transactions (txn_id, transactional_id, producer_id, producer_epoch, timeout_ms,
+                          start_ms)
+VALUES (:txn_id, :transactional_id, :producer_id, :producer_epoch, :timeout_ms, {now_ms});
+
+-- end_transaction --
+-- Record a transaction's outcome
+UPDATE transactions SET outcome = :outcome, end_ms = {now_ms}
+WHERE txn_id = :txn_id AND outcome IS NULL;
+
+-- get_transaction --
+-- One transaction instance
+SELECT txn_id, transactional_id, producer_id, producer_epoch, timeout_ms, start_ms, end_ms,
+       outcome
+FROM transactions WHERE txn_id = :txn_id;
+
+-- add_txn_partition --
+-- AddPartitionsToTxn
+INSERT INTO txn_partitions (txn_id, topic_id, partition_no)
+VALUES (:txn_id, :topic_id, :partition_no)
+ON CONFLICT (txn_id, topic_id, partition_no) DO NOTHING;
+
+-- write_markers --
+-- Write the COMMIT or ABORT marker into every partition of the transaction
+UPDATE txn_partitions
+SET marker = :marker,
+    marker_ms = {now_ms},
+    marker_offset = (SELECT p.high_watermark FROM partitions p
+                     WHERE p.topic_id = txn_partitions.topic_id
+                       AND p.partition_no = txn_partitions.partition_no)
+WHERE txn_id = :txn_id AND marker IS NULL;
+
+-- upsert_txn_offset --
+-- TxnOffsetCommit: stage a group offset inside the transaction
+INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset)
+VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset)
+ON CONFLICT (txn_id, group_id, topic_id, partition_no) DO UPDATE
+SET committed_offset = excluded.committed_offset;
+
+-- apply_txn_offsets --
+-- Make a committed transaction's group offsets the groups' committed offsets
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
+SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id
+FROM txn_offsets WHERE txn_id = :txn_id
+ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
+SET committed_offset = excluded.committed_offset,
+    commit_ms = excluded.commit_ms,
+    txn_id = excluded.txn_id;
+
+-- upsert_group_offset --
+-- A plain (non-transactional) offset commit
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
+VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL)
+ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
+SET committed_offset = excluded.committed_offset,
+    commit_ms = excluded.commit_ms,
+    txn_id = NULL;
+
+-- group_offsets_for_topic --
+-- A group's committed offsets in one topic
+SELECT partition_no, committed_offset FROM group_offsets
+WHERE group_id = :group_id AND topic_id = :topic_id;
+
+-- list_groups --
+-- Every group that has committed offsets
+SELECT DISTINCT group_id FROM group_offsets ORDER BY group_id;
+
+-- describe_group --
+-- A group's committed offsets with each partition's ends
+SELECT t.name AS topic, g.partition_no, g.committed_offset, g.commit_ms,
+       p.log_start_offset, p.high_watermark,
+       COALESCE((SELECT MIN(o.first_offset) FROM txn_partitions o
+                 WHERE o.topic_id = p.topic_id AND o.partition_no = p.partition_no
+                   AND o.marker IS NULL AND o.first_offset IS NOT NULL),
+                p.high_watermark) AS last_stable_offset
+FROM group_offsets g
+JOIN topics t ON t.topic_id = g.topic_id
+JOIN partitions p ON p.topic_id = g.topic_id AND p.partition_no = g.partition_no
+WHERE g.group_id = :group_id
+ORDER BY t.name, g.partition_no;
+
+-- expired_transactions --
+-- Ongoing transactions past their timeout
+SELECT transactional_id FROM transactional_ids
+WHERE state = 'Ongoing' AND txn_start_ms + timeout_ms < {now_ms}
+ORDER BY txn_start_ms
+LIMIT :limit;
+
+-- prepared_transactions --
+-- Transactions whose outcome is decided but not yet completed
+SELECT transactional_id FROM transactional_ids
+WHERE state IN ('PrepareCommit', 'PrepareAbort', 'PrepareEpochFence')
+  AND last_update_ms <= {now_ms} - :grace_ms
+ORDER BY last_update_ms
+LIMIT :limit;
+
+-- expirable_transactional_ids --
+-- Idle transactional ids whose last transaction ended longer ago than the expiration
+SELECT transactional_id FROM transactional_ids
+WHERE state IN ('Empty', 'CompleteCommit', 'CompleteAbort')
+  AND last_update_ms < {now_ms} - :expiration_ms
+ORDER BY last_update_ms
+LIMIT :limit;
+
+-- list_transactional_ids --
+-- The coordinator's rows with their current transaction's size
+SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.state, i.timeout_ms, i.txn_id,
+       i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms,
+       (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = i.txn_id) AS partition_count,
+       (SELECT COALESCE(SUM(tp.record_count), 0) FROM txn_partitions tp
+        WHERE tp.txn_id = i.txn_id) AS record_count,
+       (SELECT COALESCE(SUM(tp.size_bytes), 0) FROM txn_partitions tp
+        WHERE tp.txn_id = i.txn_id) AS size_bytes
+FROM transactional_ids i
+ORDER BY i.transactional_id;
+
+-- transactional_id_summary --
+-- One coordinator row with its current transaction's size
+SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.state, i.timeout_ms, i.txn_id,
+       i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms,
+       (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = i.txn_id) AS partition_count,
+       (SELECT COALESCE(SUM(tp.record_count), 0) FROM txn_partitions tp
+        WHERE tp.txn_id = i.txn_id) AS record_count,
+       (SELECT COALESCE(SUM(tp.size_bytes), 0) FROM txn_partitions tp
+        WHERE tp.txn_id = i.txn_id) AS size_bytes
+FROM transactional_ids i
+WHERE i.transactional_id = :transactional_id;
+
+-- txn_partitions_of --
+-- The partitions a transaction touched, with offsets and markers
+SELECT t.name AS topic, tp.partition_no, tp.first_offset, tp.last_offset, tp.record_count,
+       tp.size_bytes, tp.marker, tp.marker_offset, tp.marker_ms
+FROM txn_partitions tp JOIN topics t ON t.topic_id = tp.topic_id
+WHERE tp.txn_id = :txn_id
+ORDER BY t.name, tp.partition_no;
+
+-- txn_offsets_of --
+-- The group offsets a transaction sent
+SELECT o.group_id, t.name AS topic, o.partition_no, o.committed_offset
+FROM txn_offsets o JOIN topics t ON t.topic_id = o.topic_id
+WHERE o.txn_id = :txn_id
+ORDER BY o.group_id, t.name, o.partition_no;
+
+-- txn_segments_of --
+-- The segments a transaction wrote
+SELECT t.name AS topic, s.partition_no, s.base_offset, s.record_count, s.size_bytes,
+       s.object_key
+FROM segments s JOIN topics t ON t.topic_id = s.topic_id
+WHERE s.txn_id = :txn_id
+ORDER BY t.name, s.partition_no, s.base_offset;
+
+-- state_log_of --
+-- The state history of a transactional id, oldest first
+SELECT producer_id, seq, producer_epoch, txn_id, from_state, to_state, at_ms, reason
+FROM txn_state_log WHERE transactional_id = :transactional_id
+ORDER BY at_ms, producer_id, seq
+LIMIT :limit;
+
+-- transactions_of --
+-- The transaction instances of a transactional id, newest first
+SELECT txn_id, producer_id, producer_epoch, timeout_ms, start_ms, end_ms, outcome
+FROM transactions WHERE transactional_id = :transactional_id
+ORDER BY txn_id DESC
+LIMIT :limit;
+
+-- hanging_transactions --
+-- Open transactions older than a threshold that hold back a partition's last stable offset
+SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.txn_id, i.txn_start_ms,
+       i.timeout_ms, t.name AS topic, tp.partition_no, tp.first_offset, {now_ms} AS now_ms
+FROM transactional_ids i
+JOIN txn_partitions tp ON tp.txn_id = i.txn_id
+JOIN topics t ON t.topic_id = tp.topic_id
+WHERE i.state = 'Ongoing' AND tp.marker IS NULL AND tp.first_offset IS NOT NULL
+  AND i.txn_start_ms + COALESCE(:older_than_ms, i.timeout_ms) < {now_ms}
+ORDER BY i.txn_start_ms, t.name, tp.partition_no;
+
+-- recent_transactions --
+-- Transaction instances, newest first, with their size (the monitoring list)
+SELECT x.txn_id, x.transactional_id, x.producer_id, x.producer_epoch, x.timeout_ms, x.start_ms,
+       x.end_ms, x.outcome, {now_ms} AS now_ms,
+       (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = x.txn_id) AS partition_count,
+       (SELECT COALESCE(SUM(tp.record_count), 0) FROM txn_partitions tp
+        WHERE tp.txn_id = x.txn_id) AS record_count,
+       (SELECT COALESCE(SUM(tp.size_bytes), 0) FROM txn_partitions tp
+        WHERE tp.txn_id = x.txn_id) AS size_bytes
+FROM transactions x
+ORDER BY x.txn_id DESC
+LIMIT :limit;
+
+-- segment_by_object_key --
+-- Whether an upload whose registration had no answer was registered after all
+SELECT base_offset, record_count, base_sequence FROM segments WHERE object_key = :object_key;

@@ -1,0 +1,296 @@
+"""The Broker: one handle on the metadata database and the object store, from which
+topics are managed, producers and consumers made, and the coordinator administered."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from .config import Settings, resolve_database_url, resolve_storage_url
+from .coordinator import Coordinator, SweepAction
+from .database import Database, Tx, mask_url
+from .errors import (
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    StorageUnavailableError,
+    UnknownGroupError,
+    UnknownTransactionalIdError,
+)
+from .fetch import READ_COMMITTED, partition_offsets
+from .migrations import require_current, upgrade_db
+from .models import (
+    GroupDescription,
+    GroupPartition,
+    HangingTransaction,
+    StateChange,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+    TransactionSummary,
+    TxnPartition,
+)
+from .names import validate_id, validate_partition
+from .states import TxnState
+from .storage import ObjectStore, open_store
+from .topics import TopicMeta, Topics
+
+log = logging.getLogger(__name__)
+
+
+def connect(database_url: str | None = None, storage_url: str | None = None, **settings: Any) -> Broker:
+    """Open a broker. Without arguments: ``TXN_BROKER_DATABASE_URL`` and
+    ``TXN_BROKER_STORAGE_URL``, else the embedded default (SQLite + a local directory
+    under ``$TXN_BROKER_HOME``, default ``./.txn_broker``), initialised on first use.
+    SQLite databases are migrated automatically; PostgreSQL needs ``txn-broker db upgrade``.
+    ``settings``: see :class:`txn_broker.config.Settings`."""
+    parsed = Settings.from_kwargs(settings)
+    db_url, embedded = resolve_database_url(database_url)
+    store = open_store(resolve_storage_url(storage_url))
+    db = Database(db_url, pool_size=parsed.pool_size)
+    try:
+        if db.dialect == "sqlite":
+            if embedded or db_url.startswith("sqlite:///"):
+                from pathlib import Path
+
+                path = db.url.database
+                if path and path != ":memory:":
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+            upgrade_db(db)
+        else:
+            require_current(db)
+    except BaseException:
+        db.dispose()
+        raise
+    return Broker(db, store, parsed)
+
+
+class Broker:
+    def __init__(self, db: Database, store: ObjectStore, settings: Settings) -> None:
+        self.db = db
+        self.store = store
+        self.settings = settings
+        self.topics = Topics(db, settings)
+        self.coordinator = Coordinator(db, settings)
+
+    def __repr__(self) -> str:
+        return f"Broker(database={mask_url(self.db.url)!r}, storage={self.store.url!r})"
+
+    # -- topics --------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, schema: pa.Schema | None = None,
+                     config: dict[str, Any] | None = None) -> TopicDescription:
+        """Create a topic. ``schema``: a pyarrow.Schema (default: key, value binary and
+        headers map<string, binary>). ``config``: retention.ms, retention.bytes,
+        max.message.bytes. Raises InvalidTopicNameError, TopicAlreadyExistsError,
+        SchemaMismatchError, InvalidConfigError."""
+        self.topics.create(name, partitions, schema, config)
+        return self.describe_topic(name)
+
+    def list_topics(self) -> list[str]:
+        return self.topics.list()
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self.topics.describe(name)
+
+    def delete_topic(self, name: str) -> None:
+        """Drop a topic's metadata, then its objects (what is left behind is gc's)."""
+        keys = self.topics.delete(name)
+        try:
+            self.store.delete(keys)
+        except StorageUnavailableError as error:
+            log.warning("topic %s deleted; %d objects left for gc: %s", name, len(keys), error)
+
+    def check_offset(self, meta: TopicMeta, partition: int, offset: Any, *,
+                     allow_below_start: bool = True) -> None:
+        """Raise OffsetOutOfRangeError unless ``offset`` lies in [log start (or 0), HW]."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise OffsetOutOfRangeError(f"offset must be a non-negative int, got {offset!r}")
+        offsets = self.db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
+        assert offsets is not None
+        low = 0 if allow_below_start else offsets.log_start_offset
+        if not low <= offset <= offsets.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside {meta.name}-{partition}'s log [{low}, "
+                f"{offsets.high_watermark}]"
+            )
+
+    def end_offsets(self, partitions: Iterable[TopicPartition],
+                    isolation_level: str = READ_COMMITTED) -> dict[TopicPartition, int]:
+        """The first offset not readable at ``isolation_level``: the last stable offset for
+        read_committed, the high watermark for read_uncommitted."""
+        out = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self.topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            offsets = self.db.read(lambda tx, m=meta, p=tp.partition: partition_offsets(tx, m.topic_id, p))
+            assert offsets is not None
+            out[tp] = offsets.end(isolation_level)
+        return out
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        out = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self.topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            offsets = self.db.read(lambda tx, m=meta, p=tp.partition: partition_offsets(tx, m.topic_id, p))
+            assert offsets is not None
+            out[tp] = offsets.log_start_offset
+        return out
+
+    # -- clients -------------------------------------------------------------------------
+
+    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> Any:
+        """An idempotent producer, or a transactional one when ``transactional_id`` is set."""
+        from .producer import Producer
+
+        return Producer(self, transactional_id, transaction_timeout_ms)
+
+    def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
+                 auto_offset_reset: str = "earliest") -> Any:
+        from .consumer import Consumer
+
+        return Consumer(self, group_id, isolation_level, auto_offset_reset)
+
+    # -- consumer groups -----------------------------------------------------------------
+
+    def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, int | None]:
+        validate_id("group id", group_id)
+        tps = [TopicPartition(*tp) for tp in partitions]
+        metas = {tp.topic: self.topics.get(tp.topic) for tp in tps}
+
+        def work(tx: Tx) -> dict[TopicPartition, int | None]:
+            found: dict[tuple[str, int], int] = {}
+            for name, meta in metas.items():
+                for r in tx.all("group_offsets_for_topic", group_id=group_id, topic_id=meta.topic_id):
+                    found[(name, r.partition_no)] = r.committed_offset
+            return {tp: found.get((tp.topic, tp.partition)) for tp in tps}
+
+        return self.db.read(work)
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+        validate_id("group id", group_id)
+        rows = []
+        for tp, offset in offsets.items():
+            tp = TopicPartition(*tp)
+            meta = self.topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            self.check_offset(meta, tp.partition, offset)
+            rows.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition,
+                         "committed_offset": int(offset)})
+        rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
+        self.db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
+
+    def list_groups(self) -> list[str]:
+        return [r.group_id for r in self.db.run(lambda tx: tx.all("list_groups"), write=False)]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """Committed offset, log ends and lag per partition. ``lag`` is measured against
+        the last stable offset (what a read_committed reader can reach)."""
+        validate_id("group id", group_id)
+        rows = self.db.read(lambda tx: tx.all("describe_group", group_id=group_id))
+        if not rows:
+            raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
+        return GroupDescription(group_id, [
+            GroupPartition(r.topic, r.partition_no, r.committed_offset, r.log_start_offset,
+                           r.high_watermark, r.last_stable_offset, r.commit_ms) for r in rows])
+
+    # -- transactions: sweeps and admin --------------------------------------------------
+
+    def abort_expired_transactions(self) -> list[SweepAction]:
+        return self.coordinator.abort_expired_transactions()
+
+    def complete_prepared_transactions(self) -> list[SweepAction]:
+        return self.coordinator.complete_prepared_transactions()
+
+    def expire_transactional_ids(self) -> dict[str, Any]:
+        return self.coordinator.expire_transactional_ids()
+
+    def abort_transaction(self, transactional_id: str) -> SweepAction:
+        """Admin abort: bump the epoch (fencing the producer), then abort."""
+        validate_id("transactional id", transactional_id)
+        return self.coordinator.admin_abort(transactional_id)
+
+    def list_transactions(self, states: Iterable[str] | None = None) -> list[TransactionSummary]:
+        wanted = None
+        if states is not None:
+            if isinstance(states, str):
+                states = [states]
+            try:
+                wanted = {TxnState(s).value for s in states}
+            except ValueError:
+                raise InvalidTxnStateError(
+                    f"unknown state in {list(states)}; states: {[s.value for s in TxnState]}") from None
+        rows = self.db.read(lambda tx: tx.all("list_transactional_ids"))
+        return [TransactionSummary(**r._mapping) for r in rows if wanted is None or r.state in wanted]
+
+    def describe_transaction(self, transactional_id: str, history_limit: int = 200) -> TransactionDescription:
+        validate_id("transactional id", transactional_id)
+
+        def work(tx: Tx) -> TransactionDescription:
+            summary = tx.one("transactional_id_summary", transactional_id=transactional_id)
+            history = tx.all("state_log_of", transactional_id=transactional_id, limit=history_limit)
+            if summary is None and not history:
+                raise UnknownTransactionalIdError(f"no transactional id {transactional_id!r}")
+            txn_id = summary.txn_id if summary else (history[-1].txn_id if history else None)
+            parts = tx.all("txn_partitions_of", txn_id=txn_id) if txn_id is not None else []
+            pending = tx.all("txn_offsets_of", txn_id=txn_id) if txn_id is not None else []
+            segments = tx.all("txn_segments_of", txn_id=txn_id) if txn_id is not None else []
+            runs = tx.all("transactions_of", transactional_id=transactional_id, limit=50)
+            return TransactionDescription(
+                transactional_id=transactional_id,
+                state=summary.state if summary else TxnState.DEAD.value,
+                producer_id=summary.producer_id if summary else history[-1].producer_id,
+                producer_epoch=summary.producer_epoch if summary else history[-1].producer_epoch,
+                timeout_ms=summary.timeout_ms if summary else 0,
+                txn_id=txn_id,
+                start_ms=summary.txn_start_ms if summary else None,
+                last_update_ms=summary.last_update_ms if summary else history[-1].at_ms,
+                partitions=[TxnPartition(p.topic, p.partition_no, p.first_offset, p.last_offset,
+                                         p.record_count, p.size_bytes, p.marker, p.marker_offset,
+                                         p.marker_ms) for p in parts],
+                pending_offsets=[dict(o._mapping) for o in pending],
+                segments=[dict(s._mapping) for s in segments],
+                history=[StateChange(h.from_state, h.to_state, h.at_ms, h.producer_id, h.producer_epoch,
+                                     h.txn_id, h.reason) for h in history],
+                transactions=[dict(r._mapping) for r in runs],
+            )
+
+        return self.db.read(work)
+
+    def find_hanging_transactions(self, older_than_ms: int | None = None) -> list[HangingTransaction]:
+        """Open transactions older than ``older_than_ms`` (default: their own timeout)
+        that hold back some partition's last stable offset."""
+        if older_than_ms is not None and (not isinstance(older_than_ms, int) or older_than_ms < 0):
+            raise OffsetOutOfRangeError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
+        rows = self.db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
+        by_id: dict[str, HangingTransaction] = {}
+        for r in rows:
+            h = by_id.get(r.transactional_id)
+            if h is None:
+                h = by_id[r.transactional_id] = HangingTransaction(
+                    r.transactional_id, r.producer_id, r.producer_epoch, r.txn_id, r.txn_start_ms,
+                    r.timeout_ms, r.now_ms - r.txn_start_ms, [], {})
+            tp = TopicPartition(r.topic, r.partition_no)
+            h.partitions.append(tp)
+            h.first_offsets[tp] = r.first_offset
+        return list(by_id.values())
+
+    def recent_transactions(self, limit: int = 200) -> list[dict[str, Any]]:
+        """Transaction instances, newest first, for monitoring."""
+        return [dict(r._mapping) for r in self.db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
+
+    def close(self) -> None:
+        self.db.dispose()
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,523 @@
+"""The transaction coordinator: the transaction log, zombie fencing, idempotent appends,
+atomic commit and abort, and the sweeps that time out, roll forward and expire.
+
+It is code running in whichever process calls the broker, serialised through the
+database: every decision is made under the row lock of the transactional id
+(``FOR UPDATE`` on PostgreSQL, the single writer lock on SQLite).
+
+Commit is two database transactions. The first moves Ongoing -> PrepareCommit: from
+then on the outcome is decided. The second writes the COMMIT marker into every partition
+of the transaction, applies its group offsets and moves to CompleteCommit; readers see
+all of it at once, because visibility is read from the markers written by that one
+database transaction. A crash between the two is rolled forward by the next
+``init_transactions``, the ``complete_prepared_transactions`` sweep, or an admin abort.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import Settings
+from .database import Database, Tx
+from .errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerEpochError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    UnknownTopicOrPartitionError,
+    UnknownTransactionalIdError,
+)
+from .faults import fault_point
+from .states import IDLE_STATES, PREPARED_STATES, TxnState, check_transition
+
+log = logging.getLogger(__name__)
+S = TxnState
+MAX_EPOCH = 32767
+SWEEP_BATCH = 500
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """Who is writing: the transactional id (None for an idempotent producer), the
+    producer id the coordinator gave it, and its epoch."""
+
+    transactional_id: str | None
+    producer_id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class SegmentWrite:
+    """A fully uploaded segment object to register in a partition's log."""
+
+    topic_id: int
+    topic: str
+    partition: int
+    record_count: int
+    size_bytes: int
+    object_key: str
+    base_sequence: int
+    max_timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    topic: str
+    partition: int
+    base_offset: int
+    record_count: int
+    #: True when an earlier attempt had stored it already (DuplicateSequence: success)
+    duplicate: bool = False
+
+
+class UnknownProducerStateError(OutOfOrderSequenceError):
+    """The broker holds no sequence state for this producer and partition (it expired);
+    a producer with nothing in flight may restart that partition at sequence 0."""
+
+
+@dataclass
+class _IdRow:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    timeout_ms: int
+    txn_id: int | None
+    txn_start_ms: int | None
+    last_update_ms: int
+    state_seq: int
+    now_ms: int
+
+    @classmethod
+    def of(cls, row: Any) -> _IdRow:
+        m = row._mapping
+        return cls(**{**m, "state": TxnState(m["state"])})
+
+
+@dataclass(frozen=True)
+class SweepAction:
+    """One thing a sweep did."""
+
+    transactional_id: str
+    action: str
+    producer_id: int
+    epoch: int
+    txn_id: int | None
+
+
+class Coordinator:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    # -- the transaction log -------------------------------------------------------------
+
+    def _lock(self, tx: Tx, transactional_id: str, *, skip_locked: bool = False) -> _IdRow | None:
+        query = "transactional_id_claim" if skip_locked else "transactional_id_for_update"
+        row = tx.one(query, transactional_id=transactional_id)
+        return _IdRow.of(row) if row else None
+
+    def _transition(self, tx: Tx, row: _IdRow, target: TxnState, reason: str, **changes: Any) -> None:
+        check_transition(row.state, target, row.transactional_id)
+        previous = row.state
+        for name, value in changes.items():
+            setattr(row, name, value)
+        row.state = target
+        row.state_seq += 1
+        tx.execute(
+            "update_transactional_id",
+            transactional_id=row.transactional_id,
+            producer_id=row.producer_id,
+            producer_epoch=row.producer_epoch,
+            state=target.value,
+            timeout_ms=row.timeout_ms,
+            txn_id=row.txn_id,
+            txn_start_ms=row.txn_start_ms,
+            state_seq=row.state_seq,
+        )
+        tx.execute(
+            "insert_state_log",
+            producer_id=row.producer_id,
+            seq=row.state_seq,
+            transactional_id=row.transactional_id,
+            producer_epoch=row.producer_epoch,
+            txn_id=row.txn_id,
+            from_state=previous.value,
+            to_state=target.value,
+            reason=reason,
+        )
+
+    @staticmethod
+    def _check_fenced(row: Any, ident: ProducerIdentity) -> Any:
+        """``row`` (anything with producer_id and producer_epoch) if it is ``ident``'s."""
+        if row is None:
+            raise ProducerFencedError(
+                f"transactional id {ident.transactional_id!r} no longer exists (expired or "
+                "removed); this producer instance is fenced"
+            )
+        if row.producer_id != ident.producer_id or row.producer_epoch != ident.epoch:
+            raise InvalidProducerEpochError(
+                f"transactional id {ident.transactional_id!r} is now held by producer id "
+                f"{row.producer_id} epoch {row.producer_epoch}; this instance (producer id "
+                f"{ident.producer_id} epoch {ident.epoch}) is fenced"
+            )
+        return row
+
+    def _bump_epoch(self, tx: Tx, row: _IdRow) -> dict[str, int]:
+        if row.producer_epoch >= MAX_EPOCH:  # exhausted: a new producer id, epoch 0
+            return {"producer_id": int(tx.scalar("next_id", name="producer_id")), "producer_epoch": 0}
+        return {"producer_id": row.producer_id, "producer_epoch": row.producer_epoch + 1}
+
+    # -- completing a decided transaction (idempotent) -----------------------------------
+
+    def _complete(self, tx: Tx, row: _IdRow, reason: str) -> str | None:
+        """Finish a prepared transaction: markers in every partition, group offsets, end
+        state. Returns 'commit' or 'abort', or None when nothing was prepared."""
+        if row.state == S.PREPARE_EPOCH_FENCE:
+            self._transition(tx, row, S.PREPARE_ABORT, reason)
+        if row.state == S.PREPARE_COMMIT:
+            assert row.txn_id is not None
+            tx.execute("write_markers", txn_id=row.txn_id, marker="COMMIT")
+            tx.execute("apply_txn_offsets", txn_id=row.txn_id)
+            tx.execute("end_transaction", txn_id=row.txn_id, outcome="COMMIT")
+            self._transition(tx, row, S.COMPLETE_COMMIT, reason)
+            return "commit"
+        if row.state == S.PREPARE_ABORT:
+            assert row.txn_id is not None
+            tx.execute("write_markers", txn_id=row.txn_id, marker="ABORT")
+            tx.execute("end_transaction", txn_id=row.txn_id, outcome="ABORT")
+            self._transition(tx, row, S.COMPLETE_ABORT, reason)
+            return "abort"
+        return None
+
+    # -- producer requests ---------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A producer id for an idempotent (non-transactional) producer."""
+        return int(self.db.run(lambda tx: tx.scalar("next_id", name="producer_id")))
+
+    def init_transactions(self, transactional_id: str, timeout_ms: int) -> ProducerIdentity:
+        """InitProducerId: fence older instances by bumping the epoch, finish what they
+        left (abort Ongoing, roll PrepareCommit/PrepareAbort forward), then return the
+        identity this instance must use. Atomic: one database transaction."""
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not (
+            0 < timeout_ms <= self.settings.max_transaction_timeout_ms
+        ):
+            raise InvalidTransactionTimeoutError(
+                f"transaction_timeout_ms={timeout_ms!r} must be in 1.."
+                f"{self.settings.max_transaction_timeout_ms} (max_transaction_timeout_ms)"
+            )
+
+        def work(tx: Tx) -> ProducerIdentity:
+            row = self._lock(tx, transactional_id)
+            if row is None:
+                pid = int(tx.scalar("next_id", name="producer_id"))
+                created = tx.one(
+                    "insert_transactional_id",
+                    transactional_id=transactional_id,
+                    producer_id=pid,
+                    timeout_ms=timeout_ms,
+                )
+                if created is not None:
+                    tx.execute(
+                        "insert_state_log", producer_id=pid, seq=0,
+                        transactional_id=transactional_id, producer_epoch=0, txn_id=None,
+                        from_state="Dead", to_state="Empty", reason="init: new transactional id",
+                    )
+                    return ProducerIdentity(transactional_id, pid, 0)
+                row = self._lock(tx, transactional_id)  # another process created it first
+                assert row is not None
+            bump = self._bump_epoch(tx, row)
+            if row.state == S.ONGOING:
+                self._transition(tx, row, S.PREPARE_EPOCH_FENCE, "init: fence previous instance", **bump)
+                self._complete(tx, row, "init: abort previous instance's transaction")
+            elif row.state in PREPARED_STATES:
+                self._complete(tx, row, "init: roll forward previous instance's transaction")
+                row.producer_id, row.producer_epoch = bump["producer_id"], bump["producer_epoch"]
+            else:
+                row.producer_id, row.producer_epoch = bump["producer_id"], bump["producer_epoch"]
+            self._transition(tx, row, S.EMPTY, "init: new producer epoch", timeout_ms=timeout_ms,
+                             txn_start_ms=None)
+            return ProducerIdentity(transactional_id, row.producer_id, row.producer_epoch)
+
+        return self.db.run(work)
+
+    def check_not_fenced(self, ident: ProducerIdentity) -> None:
+        """A cheap unlocked read: raise ProducerFencedError if a newer instance exists."""
+        row = self.db.run(
+            lambda tx: tx.one("transactional_id_fence_check", transactional_id=ident.transactional_id),
+            write=False,
+        )
+        self._check_fenced(row, ident)
+
+    def _begin_if_idle(self, tx: Tx, row: _IdRow, reason: str) -> int:
+        """The open transaction's id, starting one (-> Ongoing) if the id is idle."""
+        if row.state == S.ONGOING:
+            assert row.txn_id is not None
+            return row.txn_id
+        if row.state in PREPARED_STATES:
+            raise ConcurrentTransactionsError(
+                f"transactional id {row.transactional_id!r} is completing transaction "
+                f"{row.txn_id} ({row.state}); retry shortly"
+            )
+        if row.state not in IDLE_STATES:
+            raise InvalidTxnStateError(f"transactional id {row.transactional_id!r} is {row.state}")
+        txn_id = int(tx.scalar("next_id", name="txn_id"))
+        tx.execute(
+            "insert_transaction", txn_id=txn_id, transactional_id=row.transactional_id,
+            producer_id=row.producer_id, producer_epoch=row.producer_epoch, timeout_ms=row.timeout_ms,
+        )
+        self._transition(tx, row, S.ONGOING, reason, txn_id=txn_id, txn_start_ms=row.now_ms)
+        return txn_id
+
+    def add_partitions(self, ident: ProducerIdentity, partitions: Sequence[tuple[int, int]]) -> int:
+        """AddPartitionsToTxn. Starts the transaction (and its timeout clock) if needed.
+        Returns the transaction's id."""
+        assert ident.transactional_id is not None
+        tid = ident.transactional_id
+
+        def work(tx: Tx) -> int:
+            row = self._check_fenced(self._lock(tx, tid), ident)
+            txn_id = self._begin_if_idle(tx, row, "add partitions")
+            for topic_id, partition in sorted(set(partitions)):
+                tx.execute("add_txn_partition", txn_id=txn_id, topic_id=topic_id, partition_no=partition)
+            return txn_id
+
+        return self.db.run(work)
+
+    def add_offsets(
+        self, ident: ProducerIdentity, group_id: str, offsets: Sequence[tuple[int, int, int]]
+    ) -> int:
+        """AddOffsetsToTxn + TxnOffsetCommit: stage ``(topic_id, partition, offset)`` for
+        ``group_id``; they become the group's offsets only if the transaction commits."""
+        assert ident.transactional_id is not None
+        tid = ident.transactional_id
+
+        def work(tx: Tx) -> int:
+            row = self._check_fenced(self._lock(tx, tid), ident)
+            txn_id = self._begin_if_idle(tx, row, "add offsets")
+            for topic_id, partition, offset in sorted(offsets):
+                tx.execute(
+                    "upsert_txn_offset", txn_id=txn_id, group_id=group_id, topic_id=topic_id,
+                    partition_no=partition, committed_offset=offset,
+                )
+            return txn_id
+
+        return self.db.run(work)
+
+    def append(
+        self, ident: ProducerIdentity, txn_id: int | None, writes: Sequence[SegmentWrite]
+    ) -> list[AppendResult]:
+        """Register uploaded segments: check the epoch and (in a transaction) that the
+        transaction is still open and lists each partition, check each batch's sequence
+        number, assign offsets. All or nothing, one database transaction.
+
+        Raises ProducerFencedError, InvalidTxnStateError, OutOfOrderSequenceError,
+        UnknownTopicOrPartitionError. A batch stored before (a retry) is answered with its
+        original offsets and ``duplicate=True``."""
+
+        def work(tx: Tx) -> list[AppendResult]:
+            if ident.transactional_id is not None:
+                row = self._check_fenced(self._lock(tx, ident.transactional_id), ident)
+                if row.state != S.ONGOING or row.txn_id != txn_id:
+                    raise InvalidTxnStateError(
+                        f"transactional id {ident.transactional_id!r}: transaction {txn_id} is not "
+                        f"open (state {row.state}); the append is refused"
+                    )
+            results = []
+            for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
+                results.append(self._append_one(tx, ident, txn_id, w))
+            return results
+
+        return self.db.run(work)
+
+    def _append_one(
+        self, tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite
+    ) -> AppendResult:
+        key = {"producer_id": ident.producer_id, "topic_id": w.topic_id, "partition_no": w.partition}
+        state = tx.one("producer_state_for_update", **key)
+        if state is not None and state.producer_epoch > ident.epoch:
+            raise InvalidProducerEpochError(
+                f"producer id {ident.producer_id} epoch {ident.epoch} is older than epoch "
+                f"{state.producer_epoch} seen on {w.topic}-{w.partition}; fenced"
+            )
+        if state is None or state.producer_epoch < ident.epoch:
+            expected = 0
+        else:
+            if w.base_sequence <= state.last_sequence:
+                stored = tx.one("segment_by_sequence", base_sequence=w.base_sequence, **key)
+                return AppendResult(
+                    w.topic, w.partition, stored.base_offset if stored else -1,
+                    stored.record_count if stored else w.record_count, duplicate=True,
+                )
+            expected = state.last_sequence + 1
+        if w.base_sequence != expected:
+            error = UnknownProducerStateError if state is None else OutOfOrderSequenceError
+            raise error(
+                f"out of order sequence on {w.topic}-{w.partition} from producer id "
+                f"{ident.producer_id}: got {w.base_sequence}, expected {expected}"
+            )
+        high_watermark = tx.scalar(
+            "allocate_offsets", record_count=w.record_count, topic_id=w.topic_id, partition_no=w.partition
+        )
+        if high_watermark is None:
+            raise UnknownTopicOrPartitionError(f"topic partition {w.topic}-{w.partition} no longer exists")
+        base_offset = int(high_watermark) - w.record_count
+        tx.execute(
+            "insert_segment", **key, base_offset=base_offset, record_count=w.record_count,
+            size_bytes=w.size_bytes, object_key=w.object_key, producer_epoch=ident.epoch,
+            base_sequence=w.base_sequence, txn_id=txn_id, max_timestamp_ms=w.max_timestamp_ms,
+        )
+        tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=w.base_sequence)
+        if txn_id is not None:
+            changed = tx.execute(
+                "record_txn_append", txn_id=txn_id, topic_id=w.topic_id, partition_no=w.partition,
+                base_offset=base_offset, last_offset=base_offset + w.record_count - 1,
+                record_count=w.record_count, size_bytes=w.size_bytes,
+            )
+            if changed != 1:
+                raise InvalidTxnStateError(
+                    f"partition {w.topic}-{w.partition} was not added to transaction {txn_id}; "
+                    "the append is refused"
+                )
+        return AppendResult(w.topic, w.partition, base_offset, w.record_count)
+
+    def end_transaction(self, ident: ProducerIdentity, txn_id: int, commit: bool) -> None:
+        """EndTxn: prepare (outcome decided), then complete, as two database
+        transactions. Retried after a lost reply it answers success and changes nothing."""
+        assert ident.transactional_id is not None
+        tid = ident.transactional_id
+        prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        completed = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        verb = "commit" if commit else "abort"
+
+        def prepare(tx: Tx) -> bool:
+            row = self._lock(tx, tid)
+            if row is not None and row.txn_id == txn_id and row.producer_id == ident.producer_id \
+                    and row.producer_epoch == ident.epoch:
+                if row.state == completed:
+                    return False  # done before; the reply was lost
+                if row.state == prepared:
+                    return True
+            row = self._check_fenced(row, ident)
+            if row.state != S.ONGOING or row.txn_id != txn_id:
+                raise InvalidTxnStateError(
+                    f"cannot {verb} transaction {txn_id} of {tid!r}: it is {row.state}"
+                )
+            self._transition(tx, row, prepared, f"{verb} requested by the producer")
+            return True
+
+        if not self.db.run(prepare):
+            return
+        fault_point(f"{verb}.after_prepare")
+
+        def complete(tx: Tx) -> None:
+            row = self._lock(tx, tid)
+            if row is not None and row.txn_id == txn_id and row.state == prepared:
+                self._complete(tx, row, f"{verb} completed by the producer")
+
+        self.db.run(complete)
+        fault_point(f"{verb}.after_complete")
+
+    # -- sweeps and admin ----------------------------------------------------------------
+
+    def _fence_and_abort(self, tid: str, reason: str, *, only_expired: bool) -> SweepAction | None:
+        """Bump the epoch (fencing the producer) and abort its open transaction, as two
+        database transactions; a crash between them is finished by the prepared sweep."""
+
+        def fence(tx: Tx) -> SweepAction | None:
+            row = self._lock(tx, tid, skip_locked=only_expired)
+            if row is None:
+                return None
+            fault_point("sweep.after_claim")
+            if row.state != S.ONGOING:
+                return None
+            if only_expired and (row.txn_start_ms or 0) + row.timeout_ms >= row.now_ms:
+                return None
+            self._transition(tx, row, S.PREPARE_EPOCH_FENCE, reason, **self._bump_epoch(tx, row))
+            return SweepAction(tid, "aborted", row.producer_id, row.producer_epoch, row.txn_id)
+
+        action = self.db.run(fence)
+        if action is None:
+            return None
+        fault_point("sweep.after_fence")
+        self._complete_one(tid, reason)
+        return action
+
+    def _complete_one(self, tid: str, reason: str) -> SweepAction | None:
+        def work(tx: Tx) -> SweepAction | None:
+            row = self._lock(tx, tid, skip_locked=True)
+            if row is None or row.state not in PREPARED_STATES:
+                return None
+            outcome = self._complete(tx, row, reason)
+            return SweepAction(tid, f"completed {outcome}", row.producer_id, row.producer_epoch, row.txn_id)
+
+        return self.db.run(work)
+
+    def abort_expired_transactions(self) -> list[SweepAction]:
+        """Abort every Ongoing transaction older than its timeout: bump the epoch first
+        (so the producer, if it wakes up, is fenced), then abort with the new epoch."""
+        done = []
+        for tid in self._ids("expired_transactions"):
+            action = self._fence_and_abort(tid, "timeout: aborted by the coordinator", only_expired=True)
+            if action:
+                log.info("aborted expired transaction %s of %r", action.txn_id, tid)
+                done.append(action)
+        return done
+
+    def complete_prepared_transactions(self, grace_ms: int | None = None) -> list[SweepAction]:
+        """Roll forward every PrepareCommit / PrepareAbort / PrepareEpochFence."""
+        grace = self.settings.complete_prepared_grace_ms if grace_ms is None else grace_ms
+        done = []
+        for tid in self._ids("prepared_transactions", grace_ms=grace):
+            action = self._complete_one(tid, "sweep: roll forward a decided transaction")
+            if action:
+                done.append(action)
+        return done
+
+    def expire_transactional_ids(self) -> dict[str, Any]:
+        """Remove idle transactional ids whose last transaction ended longer ago than
+        transactional_id_expiration_ms, and forget the sequence state of producers idle
+        longer than producer_id_expiration_ms."""
+        expiration = self.settings.transactional_id_expiration_ms
+        expired = []
+        for tid in self._ids("expirable_transactional_ids", expiration_ms=expiration):
+
+            def work(tx: Tx, tid: str = tid) -> SweepAction | None:
+                row = self._lock(tx, tid, skip_locked=True)
+                if row is None or row.state not in IDLE_STATES or \
+                        row.last_update_ms >= row.now_ms - expiration:
+                    return None
+                self._transition(tx, row, S.DEAD, "expired: idle longer than transactional_id_expiration_ms")
+                tx.execute("delete_transactional_id", transactional_id=tid)
+                return SweepAction(tid, "expired", row.producer_id, row.producer_epoch, row.txn_id)
+
+            action = self.db.run(work)
+            if action:
+                expired.append(action)
+        states = self.db.run(
+            lambda tx: tx.execute("expire_producer_state", expiration_ms=self.settings.producer_id_expiration_ms)
+        )
+        return {"transactional_ids": expired, "producer_states_removed": states}
+
+    def admin_abort(self, tid: str) -> SweepAction:
+        """Abort the open transaction of ``tid`` now, fencing its producer."""
+        action = self._fence_and_abort(tid, "aborted by an administrator", only_expired=False)
+        if action is not None:
+            return action
+        completed = self._complete_one(tid, "administrator: roll forward a decided transaction")
+        if completed is not None:
+            return completed
+        row = self.db.run(lambda tx: tx.one("transactional_id_fence_check", transactional_id=tid), write=False)
+        if row is None:
+            raise UnknownTransactionalIdError(f"no transactional id {tid!r}")
+        raise InvalidTxnStateError(f"transactional id {tid!r} has no open transaction (state {row.state})")
+
+    def _ids(self, query: str, **params: Any) -> Iterable[str]:
+        rows = self.db.run(lambda tx: tx.all(query, limit=SWEEP_BATCH, **params), write=False)
+        return [r.transactional_id for r in rows]

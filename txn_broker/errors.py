@@ -1,0 +1,175 @@
+"""Every error the broker raises, under one root.
+
+Each class says how a caller must handle it (SEMANTICS.md section 6):
+
+* ``retriable``: transient; retry the same call with backoff.
+* ``abortable``: the transaction cannot commit; abort it (or re-init) and redo the work.
+* ``fatal``: this producer instance is finished; stop it, do not retry.
+
+Bad input (unknown topic, schema mismatch, invalid names or sizes) is none of those:
+fix the input. Nothing was written when it is raised.
+"""
+
+from __future__ import annotations
+
+
+class TxnBrokerError(Exception):
+    """The broker failed."""
+
+    retriable: bool = False
+    abortable: bool = False
+    fatal: bool = False
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or self.__class__.__name__).strip())
+
+    @property
+    def handling(self) -> str:
+        """One word for how to handle this error: retry, abort, fatal or fix-input."""
+        if self.fatal:
+            return "fatal"
+        if self.abortable:
+            return "abort"
+        if self.retriable:
+            return "retry"
+        return "fix-input"
+
+
+# -- bad input: nothing written ------------------------------------------------------------
+
+
+class InvalidInputError(TxnBrokerError):
+    """The request is malformed; nothing was written."""
+
+
+class InvalidTopicNameError(InvalidInputError):
+    """Topic names are 1-249 characters of [a-zA-Z0-9._-] and neither '.' nor '..'."""
+
+
+class InvalidNameError(InvalidInputError):
+    """A transactional id or group id is empty, too long or contains control characters."""
+
+
+class UnknownTopicOrPartitionError(InvalidInputError):
+    """The topic or partition does not exist."""
+
+
+class TopicAlreadyExistsError(InvalidInputError):
+    """A topic with this name already exists."""
+
+
+class SchemaMismatchError(InvalidInputError):
+    """The data does not match the topic's schema."""
+
+
+class RecordTooLargeError(InvalidInputError):
+    """A record is larger than the topic's max.message.bytes."""
+
+
+class InvalidConfigError(InvalidInputError):
+    """An unknown or invalid topic config, broker setting or option."""
+
+
+class OffsetOutOfRangeError(InvalidInputError):
+    """The offset lies outside the partition's log."""
+
+
+class UnknownTransactionalIdError(InvalidInputError):
+    """No such transactional id is known to the coordinator."""
+
+
+class UnknownGroupError(InvalidInputError):
+    """No such consumer group has committed offsets."""
+
+
+class InvalidTransactionTimeoutError(InvalidInputError):
+    """The requested transaction timeout is not positive or exceeds max_transaction_timeout_ms."""
+
+
+# -- caller bugs -----------------------------------------------------------------------------
+
+
+class InvalidTxnStateError(TxnBrokerError):
+    """The call does not fit the transaction's state (a bug in the caller)."""
+
+    abortable = True
+
+
+class IllegalStateError(TxnBrokerError):
+    """The client object is closed or was never initialised."""
+
+
+# -- transactions ----------------------------------------------------------------------------
+
+
+class ProducerFencedError(TxnBrokerError):
+    """A newer instance with the same transactional id exists (or the coordinator aborted
+    this one's transaction after its timeout); this instance is a zombie and must stop."""
+
+    fatal = True
+
+
+class InvalidProducerEpochError(ProducerFencedError):
+    """The request carries an older producer epoch than the coordinator's."""
+
+
+class OutOfOrderSequenceError(TxnBrokerError):
+    """A sequence number gap: an append would be lost or reordered."""
+
+    fatal = True
+
+
+class DuplicateSequenceError(TxnBrokerError):
+    """The batch was already stored; the client treats this as success."""
+
+
+class TransactionTimedOutError(TxnBrokerError):
+    """The coordinator aborted this transaction because it exceeded its timeout."""
+
+    abortable = True
+
+
+class TransactionAbortedError(TxnBrokerError):
+    """The transaction was aborted; re-init and redo the work."""
+
+    abortable = True
+
+
+class ConcurrentTransactionsError(TxnBrokerError):
+    """The coordinator is completing the previous transaction of this id; retry shortly."""
+
+    retriable = True
+
+
+# -- infrastructure: transient ---------------------------------------------------------------
+
+
+class DatabaseUnavailableError(TxnBrokerError):
+    """The metadata database cannot be reached or refused the operation; retry with backoff."""
+
+    retriable = True
+
+
+class StorageUnavailableError(TxnBrokerError):
+    """Object storage cannot be reached or keeps failing; retry with backoff."""
+
+    retriable = True
+
+
+class CoordinatorNotAvailableError(TxnBrokerError):
+    """The coordinator state could not be read or locked; retry with backoff."""
+
+    retriable = True
+
+
+class CorruptSegmentError(TxnBrokerError):
+    """A segment object is missing or does not match its metadata (run `txn-broker fsck`)."""
+
+    fatal = True
+
+
+class SchemaVersionError(TxnBrokerError):
+    """The metadata database's schema is missing or older than this code:
+    run `txn-broker db upgrade` with the owner role."""
+
+    fatal = True

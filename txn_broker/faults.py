@@ -1,0 +1,96 @@
+"""Fault injection: named points in the produce, commit, abort and sweep paths.
+
+Tests crash the broker between the steps of a commit to prove every crash point is
+recovered. Two ways to arm a point:
+
+* in-process: ``set_fault_hook(fn)``; ``fn(point)`` runs at every point and may raise;
+* across processes: ``TXN_BROKER_FAULTS="commit.after_prepare=kill,produce.after_register=lose"``.
+  Actions: ``kill`` (SIGKILL this process), ``raise`` (an InjectedFault),
+  ``lose`` (the step succeeded but its reply is lost: a retriable error is raised after it),
+  ``sleep:MS``. ``TXN_BROKER_FAULTS_KILL_RATE=0.02`` kills at any point with that
+  probability (seeded by ``TXN_BROKER_FAULTS_SEED``), for randomized chaos runs.
+
+Points: produce.after_upload, produce.after_register, offsets.after_send,
+commit.before_prepare, commit.after_prepare, commit.after_complete,
+abort.after_prepare, abort.after_complete, sweep.after_fence, sweep.after_claim.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+
+from .errors import DatabaseUnavailableError, TxnBrokerError
+
+POINTS = (
+    "produce.after_upload",
+    "produce.after_register",
+    "offsets.after_send",
+    "commit.before_prepare",
+    "commit.after_prepare",
+    "commit.after_complete",
+    "abort.after_prepare",
+    "abort.after_complete",
+    "sweep.after_fence",
+    "sweep.after_claim",
+)
+
+
+class InjectedFault(TxnBrokerError):
+    """A fault injected by a test."""
+
+
+class LostReply(DatabaseUnavailableError):
+    """Injected: the step was applied, but its answer never reached the caller."""
+
+
+_hook: Callable[[str], None] | None = None
+_env_loaded = False
+_env_actions: dict[str, str] = {}
+_kill_rate = 0.0
+_rng = random.Random()
+
+
+def set_fault_hook(hook: Callable[[str], None] | None) -> None:
+    """Install (or with None remove) the in-process hook called at every fault point."""
+    global _hook
+    _hook = hook
+
+
+def _load_env() -> None:
+    global _env_loaded, _kill_rate
+    _env_loaded = True
+    for item in filter(None, os.environ.get("TXN_BROKER_FAULTS", "").split(",")):
+        point, _, action = item.partition("=")
+        _env_actions[point.strip()] = action.strip() or "raise"
+    _kill_rate = float(os.environ.get("TXN_BROKER_FAULTS_KILL_RATE", "0") or 0)
+    seed = os.environ.get("TXN_BROKER_FAULTS_SEED")
+    if seed is not None:
+        _rng.seed(f"{seed}-{os.getpid()}")
+
+
+def perform(action: str, point: str) -> None:
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "lose":
+        raise LostReply(f"injected: reply of {point} lost")
+    elif action.startswith("sleep:"):
+        time.sleep(int(action.split(":", 1)[1]) / 1000)
+    else:
+        raise InjectedFault(f"injected fault at {point}")
+
+
+def fault_point(point: str) -> None:
+    """Called by the broker between steps; does nothing unless a test armed it."""
+    if not _env_loaded:
+        _load_env()
+    if _hook is not None:
+        _hook(point)
+    action = _env_actions.get(point)
+    if action:
+        perform(action, point)
+    if _kill_rate and _rng.random() < _kill_rate:
+        os.kill(os.getpid(), signal.SIGKILL)

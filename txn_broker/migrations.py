@@ -1,0 +1,90 @@
+"""Applying the versioned migrations of ``sql/migrations`` (``txn-broker db upgrade``)."""
+
+from __future__ import annotations
+
+import re
+
+from . import sql as sql_files
+from .database import Database, Tx
+from .errors import SchemaVersionError
+
+_STATEMENT_END = re.compile(r";\s*$", re.M)
+
+
+def split_statements(script: str) -> list[str]:
+    """The statements of a SQL script (no semicolons inside literals in our files)."""
+    lines = [ln for ln in script.splitlines() if not ln.lstrip().startswith("--")]
+    return [s.strip() for s in _STATEMENT_END.split("\n".join(lines)) if s.strip()]
+
+
+def _ensure_version_table(tx: Tx) -> None:
+    tx.raw(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "version TEXT PRIMARY KEY, applied_ms BIGINT NOT NULL)"
+    )
+
+
+def applied_versions(db: Database) -> list[str]:
+    def work(tx: Tx) -> list[str]:
+        if db.dialect == "postgresql":
+            exists = tx.raw("SELECT to_regclass('schema_migrations') IS NOT NULL").scalar()
+        else:
+            exists = tx.raw(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='schema_migrations'"
+            ).scalar()
+        if not exists:
+            return []
+        return [r[0] for r in tx.raw("SELECT version FROM schema_migrations ORDER BY version")]
+
+    return db.run(work, write=False)
+
+
+def pending(db: Database) -> list[str]:
+    done = set(applied_versions(db))
+    return [v for v, _ in sql_files.migrations() if v not in done]
+
+
+def upgrade_db(db: Database) -> list[str]:
+    """Apply every migration not yet applied, each in its own transaction, under a lock
+    so concurrent upgrades (several processes opening a new embedded broker) are safe.
+    Returns the versions applied."""
+
+    def work(tx: Tx) -> list[str]:
+        if db.dialect == "postgresql":
+            tx.raw("SELECT pg_advisory_xact_lock(74657373)")  # serialise concurrent upgrades
+        _ensure_version_table(tx)
+        done = {r[0] for r in tx.raw("SELECT version FROM schema_migrations")}
+        applied = []
+        for version, script in sql_files.migrations():
+            if version in done:
+                continue
+            for statement in split_statements(script):
+                tx.raw(statement)
+            tx.raw(
+                "INSERT INTO schema_migrations (version, applied_ms) VALUES (:v, :t)",
+                v=version,
+                t=int(tx.scalar("now_ms")),
+            )
+            applied.append(version)
+        return applied
+
+    return db.run(work)
+
+
+def upgrade(database_url: str) -> list[str]:
+    """Bring the database at ``database_url`` to the current schema."""
+    db = Database(database_url)
+    try:
+        return upgrade_db(db)
+    finally:
+        db.dispose()
+
+
+def require_current(db: Database) -> None:
+    """Raise a clear error when the schema is missing or behind this code."""
+    missing = pending(db)
+    if missing:
+        raise SchemaVersionError(
+            f"the broker schema is not current (missing {', '.join(missing)}): "
+            "run `txn-broker db upgrade` with the owner role"
+        )

@@ -1,0 +1,146 @@
+"""The values the broker's API returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    segment_count: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    partitions: list[PartitionInfo]
+    schema: pa.Schema
+    config: dict[str, int]
+    topic_id: int
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class GroupPartition:
+    topic: str
+    partition: int
+    committed_offset: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    commit_ms: int
+
+    @property
+    def lag(self) -> int:
+        """Records a read_committed consumer has still to read: up to the last stable offset."""
+        return max(self.last_stable_offset - self.committed_offset, 0)
+
+    @property
+    def lag_uncommitted(self) -> int:
+        """Records a read_uncommitted consumer has still to read: up to the high watermark."""
+        return max(self.high_watermark - self.committed_offset, 0)
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    partitions: list[GroupPartition]
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class TransactionSummary:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    txn_id: int | None
+    txn_start_ms: int | None
+    last_update_ms: int
+    partition_count: int
+    record_count: int
+    size_bytes: int
+    now_ms: int
+
+    @property
+    def age_ms(self) -> int | None:
+        """How long the open transaction has run (None when none is open)."""
+        if self.state in ("Empty", "CompleteCommit", "CompleteAbort", "Dead") or not self.txn_start_ms:
+            return None
+        return self.now_ms - self.txn_start_ms
+
+    @property
+    def is_hanging(self) -> bool:
+        age = self.age_ms
+        return age is not None and age > self.timeout_ms
+
+
+@dataclass(frozen=True)
+class TxnPartition:
+    topic: str
+    partition: int
+    first_offset: int | None
+    last_offset: int | None
+    record_count: int
+    size_bytes: int
+    marker: str | None
+    marker_offset: int | None
+    marker_ms: int | None
+
+
+@dataclass(frozen=True)
+class StateChange:
+    from_state: str
+    to_state: str
+    at_ms: int
+    producer_id: int
+    producer_epoch: int
+    txn_id: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    txn_id: int | None
+    start_ms: int | None
+    last_update_ms: int
+    partitions: list[TxnPartition]
+    pending_offsets: list[dict[str, Any]]
+    segments: list[dict[str, Any]]
+    history: list[StateChange]
+    transactions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HangingTransaction:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    txn_id: int
+    start_ms: int
+    timeout_ms: int
+    age_ms: int
+    partitions: list[TopicPartition]
+    first_offsets: dict[TopicPartition, int]

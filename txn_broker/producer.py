@@ -1,0 +1,483 @@
+"""The producer: validated, buffered sends; idempotent appends; transactions.
+
+A send is validated at once (topic, schema, partition, record sizes) and buffered per
+partition. A buffer becomes one segment object at ``segment_bytes``, on ``flush()`` or at
+commit. Flushing uploads the objects (in parallel) and only then registers them in the
+partition logs, so no reader can see a partial object. Each segment carries the next
+sequence number of its (producer id, partition): a registration retried after a lost
+reply is stored once, and a gap is refused (SEMANTICS.md section 2).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+
+from .coordinator import AppendResult, ProducerIdentity, SegmentWrite, UnknownProducerStateError
+from .errors import (
+    IllegalStateError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    ProducerFencedError,
+    SchemaMismatchError,
+    TxnBrokerError,
+)
+from .faults import fault_point
+from .models import TopicPartition
+from .names import validate_id, validate_partition
+from .records import check_record_sizes, encode_segment, key_partitions, to_table, with_timestamp
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .topics import TopicMeta
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+RETRY_ATTEMPTS = 6
+
+
+class ProducerState(str, Enum):
+    UNINITIALIZED = "uninitialized"
+    READY = "ready"
+    IN_TRANSACTION = "in_transaction"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    ABORTABLE_ERROR = "abortable_error"
+    FATAL_ERROR = "fatal_error"
+    CLOSED = "closed"
+
+
+P = ProducerState
+_TRANSITIONS: dict[ProducerState, frozenset[ProducerState]] = {
+    P.UNINITIALIZED: frozenset({P.READY, P.FATAL_ERROR, P.CLOSED}),
+    P.READY: frozenset({P.READY, P.IN_TRANSACTION, P.FATAL_ERROR, P.CLOSED}),
+    P.IN_TRANSACTION: frozenset({P.COMMITTING, P.ABORTING, P.ABORTABLE_ERROR, P.FATAL_ERROR, P.CLOSED}),
+    P.COMMITTING: frozenset({P.READY, P.COMMITTING, P.ABORTING, P.ABORTABLE_ERROR, P.FATAL_ERROR}),
+    P.ABORTING: frozenset({P.READY, P.ABORTING, P.FATAL_ERROR}),
+    P.ABORTABLE_ERROR: frozenset({P.ABORTING, P.FATAL_ERROR, P.CLOSED}),
+    P.FATAL_ERROR: frozenset({P.CLOSED}),
+    P.CLOSED: frozenset(),
+}
+
+
+@dataclass
+class _Buffer:
+    tables: list[pa.Table] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class Producer:
+    """Create with ``broker.producer()`` (idempotent) or
+    ``broker.producer(transactional_id=..., transaction_timeout_ms=...)``."""
+
+    def __init__(self, broker: Broker, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60_000) -> None:
+        self._broker = broker
+        self._settings = broker.settings
+        self.transactional_id = (
+            None if transactional_id is None else validate_id("transactional id", transactional_id)
+        )
+        if not isinstance(transaction_timeout_ms, int) or isinstance(transaction_timeout_ms, bool):
+            raise InvalidTransactionTimeoutError(
+                f"transaction_timeout_ms must be an int, got {transaction_timeout_ms!r}"
+            )
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._state = P.UNINITIALIZED if self.transactional_id else P.READY
+        self._ident: ProducerIdentity | None = None
+        self._lock = threading.RLock()
+        self._buffers: dict[tuple[int, int], _Buffer] = {}
+        self._pending: list[SegmentWrite] = []  # uploaded, not yet acknowledged
+        self._next_seq: dict[tuple[int, int], int] = {}
+        self._sticky: dict[str, int] = {}
+        self._topic_names: dict[int, str] = {}
+        self._txn_id: int | None = None
+        self._txn_partitions: set[tuple[int, int]] = set()
+        self._txn_appends: list[AppendResult] = []
+        self._uploader: ThreadPoolExecutor | None = None
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ProducerState:
+        return self._state
+
+    @property
+    def identity(self) -> ProducerIdentity | None:
+        """(transactional id, producer id, epoch) once initialised."""
+        return self._ident
+
+    @property
+    def producer_id(self) -> int | None:
+        return self._ident.producer_id if self._ident else None
+
+    @property
+    def epoch(self) -> int | None:
+        return self._ident.epoch if self._ident else None
+
+    def _to(self, target: ProducerState) -> None:
+        if target not in _TRANSITIONS[self._state]:
+            raise InvalidTxnStateError(
+                f"producer {self.transactional_id or self.producer_id}: cannot go from "
+                f"{self._state.value} to {target.value}"
+            )
+        self._state = target
+
+    def _require(self, *states: ProducerState, action: str) -> None:
+        if self._state == P.FATAL_ERROR:
+            raise ProducerFencedError(
+                f"producer {self.transactional_id!r} was fenced or failed fatally; create a new one"
+            )
+        if self._state == P.CLOSED:
+            raise IllegalStateError("the producer is closed")
+        if self._state not in states:
+            raise InvalidTxnStateError(
+                f"cannot {action}: producer {self.transactional_id or ''} is {self._state.value}"
+                + (" (call init_transactions() first)" if self._state == P.UNINITIALIZED else "")
+            )
+
+    @contextmanager
+    def _fatal_on_fence(self) -> Iterator[None]:
+        try:
+            yield
+        except ProducerFencedError:
+            self._state = P.FATAL_ERROR
+            self._discard_buffers()
+            raise
+
+    def _identity(self) -> ProducerIdentity:
+        if self._ident is None:  # an idempotent producer gets its id on first use
+            pid = self._broker.coordinator.allocate_producer_id()
+            self._ident = ProducerIdentity(None, pid, 0)
+        return self._ident
+
+    # -- transactions --------------------------------------------------------------------
+
+    def init_transactions(self) -> None:
+        """Register the transactional id, fencing every older instance and finishing what
+        it left. Raises InvalidTransactionTimeoutError, ProducerFencedError (a newer
+        instance init'ed concurrently), DatabaseUnavailableError (retry)."""
+        with self._lock:
+            if self.transactional_id is None:
+                raise InvalidTxnStateError("init_transactions() needs a transactional_id")
+            self._require(P.UNINITIALIZED, P.READY, action="init_transactions")
+            self._ident = self._retrying(lambda: self._broker.coordinator.init_transactions(
+                self.transactional_id or "", self.transaction_timeout_ms))
+            self._next_seq.clear()
+            self._to(P.READY)
+
+    def begin_transaction(self) -> None:
+        """Local only: the coordinator sees the transaction at its first partition."""
+        with self._lock:
+            self._require(P.READY, action="begin_transaction")
+            if self.transactional_id is None:
+                raise InvalidTxnStateError("begin_transaction() needs a transactional producer")
+            self._txn_id = None
+            self._txn_partitions = set()
+            self._txn_appends = []
+            self._to(P.IN_TRANSACTION)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+        """Commit ``group_id``'s next offsets to read atomically with this transaction."""
+        with self._lock:
+            self._require(P.IN_TRANSACTION, action="send_offsets_to_transaction")
+            validate_id("group id", group_id)
+            if not isinstance(offsets, Mapping):
+                raise OffsetOutOfRangeError("offsets must be a dict of TopicPartition -> int")
+            rows = []
+            for tp, offset in offsets.items():
+                topic, partition = tp
+                meta = self._broker.topics.get(topic)
+                validate_partition(partition, meta.partition_count, topic)
+                self._broker.check_offset(meta, partition, offset)
+                rows.append((meta.topic_id, partition, int(offset)))
+            if not rows:
+                return
+            ident = self._identity()
+            with self._fatal_on_fence():
+                self._txn_id = self._retrying(
+                    lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
+            fault_point("offsets.after_send")
+
+    def commit_transaction(self) -> list[AppendResult]:
+        """Flush, then commit: every record of the transaction, in every partition, and its
+        group offsets become visible together, and visible to every reader that starts
+        after this returns. Retried after a lost reply it returns success.
+
+        Raises ProducerFencedError (fatal), a retriable error (retry the commit), or
+        another error after which the transaction must be aborted."""
+        with self._lock:
+            self._require(P.IN_TRANSACTION, P.COMMITTING, action="commit_transaction")
+            self._to(P.COMMITTING)
+            try:
+                with self._fatal_on_fence():
+                    self._flush_all()
+                    if self._txn_id is not None:
+                        fault_point("commit.before_prepare")
+                        ident, txn_id = self._identity(), self._txn_id
+                        self._retrying(lambda: self._broker.coordinator.end_transaction(
+                            ident, txn_id, commit=True))
+            except TxnBrokerError as error:
+                if self._state == P.COMMITTING and not error.retriable:
+                    self._to(P.ABORTABLE_ERROR)
+                raise
+            appends, self._txn_appends = self._txn_appends, []
+            self._txn_id = None
+            self._to(P.READY)
+            return appends
+
+    def abort_transaction(self) -> None:
+        """Abort: the transaction's records stay in the log marked aborted and are never
+        returned to read_committed readers; its group offsets are discarded."""
+        with self._lock:
+            self._require(P.IN_TRANSACTION, P.COMMITTING, P.ABORTABLE_ERROR, P.ABORTING,
+                          action="abort_transaction")
+            self._to(P.ABORTING)
+            with self._fatal_on_fence():
+                self._buffers.clear()
+                self._resolve_pending()
+                if self._txn_id is not None:
+                    ident, txn_id = self._identity(), self._txn_id
+                    self._retrying(lambda: self._broker.coordinator.end_transaction(
+                        ident, txn_id, commit=False))
+            self._txn_id = None
+            self._txn_appends = []
+            self._to(P.READY)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Producer]:
+        """``with producer.transaction():`` begins, commits on success, aborts on an
+        exception (but not when this producer was fenced: a zombie must not abort)."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if self._state not in (P.FATAL_ERROR, P.CLOSED):
+                try:
+                    self.abort_transaction()
+                except TxnBrokerError as error:
+                    log.warning("abort after a failed transaction also failed: %s", error)
+            raise
+        self.commit_transaction()
+
+    # -- sending -------------------------------------------------------------------------
+
+    def send(self, topic: str, data: Any, *, key: str | None = None, partition: int | None = None) -> None:
+        """Validate and buffer records. ``data``: a pyarrow Table or RecordBatch, or a list
+        of dicts, matching the topic's schema. Partition: ``partition`` if given; else by a
+        stable hash of the ``key`` column (equal keys, same partition); else spread.
+
+        Raises UnknownTopicOrPartitionError, SchemaMismatchError, RecordTooLargeError
+        (nothing buffered), InvalidTxnStateError, ProducerFencedError."""
+        with self._lock:
+            if self.transactional_id is not None:
+                self._require(P.IN_TRANSACTION, action="send")
+            else:
+                self._require(P.READY, action="send")
+            meta = self._broker.topics.get(topic)
+            table = to_table(data, meta.schema, topic)
+            if table.num_rows == 0:
+                return
+            check_record_sizes(table, meta.max_message_bytes, topic)
+            parts = self._partition(meta, table, key, partition)
+            table = with_timestamp(table, int(time.time() * 1000))
+            split = self._split(table, parts)
+            ident = self._identity()
+            self._topic_names[meta.topic_id] = meta.name
+            if self.transactional_id is not None:
+                with self._fatal_on_fence():
+                    new = [(meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions]
+                    if new:
+                        self._txn_id = self._retrying(
+                            lambda: self._broker.coordinator.add_partitions(ident, new))
+                        self._txn_partitions.update(new)
+                    else:
+                        self._broker.coordinator.check_not_fenced(ident)
+            full = []
+            for p, part in split.items():
+                buf = self._buffers.setdefault((meta.topic_id, p), _Buffer())
+                buf.tables.append(part)
+                buf.nbytes += part.nbytes
+                if buf.nbytes >= self._settings.segment_bytes:
+                    full.append((meta.topic_id, p))
+            if full:
+                with self._fatal_on_fence():
+                    self._flush(full)
+
+    def _partition(self, meta: TopicMeta, table: pa.Table, key: str | None,
+                   partition: int | None) -> np.ndarray | int:
+        if partition is not None:
+            return validate_partition(partition, meta.partition_count, meta.name)
+        if key is not None:
+            if key not in meta.schema.names:
+                raise SchemaMismatchError(f"key column {key!r} is not a column of topic {meta.name!r}")
+            parts = key_partitions(table.column(key), meta.partition_count)
+            if (parts < 0).any():  # null keys are spread like unkeyed records
+                parts[parts < 0] = self._next_sticky(meta)
+            return parts
+        return self._next_sticky(meta)
+
+    def _next_sticky(self, meta: TopicMeta) -> int:
+        current = self._sticky.get(meta.name)
+        nxt = random.randrange(meta.partition_count) if current is None else (current + 1) % meta.partition_count
+        self._sticky[meta.name] = nxt
+        return nxt
+
+    @staticmethod
+    def _split(table: pa.Table, parts: np.ndarray | int) -> dict[int, pa.Table]:
+        if isinstance(parts, int):
+            return {parts: table}
+        out = {}
+        for p in np.unique(parts):
+            out[int(p)] = table.take(pa.array(np.flatnonzero(parts == p)))
+        return out
+
+    # -- flushing ------------------------------------------------------------------------
+
+    def flush(self) -> list[AppendResult]:
+        """Upload and register everything buffered. Returns what was appended."""
+        with self._lock:
+            self._require(P.READY, P.IN_TRANSACTION, P.COMMITTING, action="flush")
+            with self._fatal_on_fence():
+                return self._flush_all()
+
+    def _flush_all(self) -> list[AppendResult]:
+        return self._flush(list(self._buffers))
+
+    def _flush(self, keys: list[tuple[int, int]]) -> list[AppendResult]:
+        ident = self._identity()
+        staged: list[tuple[SegmentWrite, bytes]] = []
+        for key in sorted(keys):
+            buf = self._buffers.pop(key, None)
+            if not buf or not buf.tables:
+                continue
+            table = pa.concat_tables(buf.tables)
+            topic_id, partition = key
+            seq = self._next_seq.get(key, 0)
+            self._next_seq[key] = seq + 1
+            payload = encode_segment(table)
+            ts = table.column("_timestamp").cast(pa.int64())
+            staged.append((SegmentWrite(
+                topic_id=topic_id,
+                topic=self._topic_names[topic_id],
+                partition=partition,
+                record_count=table.num_rows,
+                size_bytes=len(payload),
+                object_key=(f"topics/{topic_id}/{partition}/{ident.producer_id}-{ident.epoch}-"
+                            f"{seq}-{uuid.uuid4().hex[:12]}.arrow"),
+                base_sequence=seq,
+                max_timestamp_ms=int(max(ts.to_pylist())),
+            ), payload))
+        if staged:
+            self._upload(staged)
+            self._pending.extend(w for w, _ in staged)
+            fault_point("produce.after_upload")
+        if not self._pending:
+            return []
+        results = self._register()
+        fault_point("produce.after_register")
+        return results
+
+    def _upload(self, staged: list[tuple[SegmentWrite, bytes]]) -> None:
+        store = self._broker.store
+        if len(staged) == 1:
+            w, data = staged[0]
+            self._retrying(lambda: store.put(w.object_key, data))
+            return
+        if self._uploader is None:
+            self._uploader = ThreadPoolExecutor(self._settings.upload_threads, "txn-broker-upload")
+        futures = [self._uploader.submit(self._retrying, lambda w=w, d=d: store.put(w.object_key, d))
+                   for w, d in staged]
+        for f in futures:
+            f.result()
+
+    def _register(self) -> list[AppendResult]:
+        ident = self._identity()
+        for _attempt in range(RETRY_ATTEMPTS):
+            try:
+                results = self._retrying(
+                    lambda: self._broker.coordinator.append(ident, self._txn_id, self._pending))
+            except UnknownProducerStateError:
+                # The broker forgot this producer's sequences (producer_id_expiration_ms).
+                # Nothing else is in flight, so restart the affected partitions at 0.
+                self._restart_sequences()
+                continue
+            self._pending = []
+            self._txn_appends.extend(results)
+            return results
+        raise UnknownProducerStateError("sequence state could not be re-established")
+
+    def _restart_sequences(self) -> None:
+        renumbered, counters = [], {}
+        for w in sorted(self._pending, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
+            key = (w.topic_id, w.partition)
+            seq = counters.get(key, 0)
+            counters[key] = seq + 1
+            renumbered.append(replace(w, base_sequence=seq))
+        self._pending = renumbered
+        self._next_seq.update(counters)
+
+    def _resolve_pending(self) -> None:
+        """Before dropping unacknowledged uploads (abort), learn which were registered after
+        all, so no sequence number is ever reused for different data."""
+        for w in self._pending:
+            stored = self._retrying(lambda w=w: self._broker.db.run(
+                lambda tx: tx.one("segment_by_object_key", object_key=w.object_key), write=False))
+            if stored is None:  # never stored: its sequence number is free again
+                key = (w.topic_id, w.partition)
+                self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)
+        self._pending = []
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """Run ``call``, again after a retriable error, with exponential backoff."""
+        delay = 0.05
+        for attempt in range(1, RETRY_ATTEMPTS + 1):
+            try:
+                return call()
+            except TxnBrokerError as error:
+                if not error.retriable or attempt == RETRY_ATTEMPTS:
+                    raise
+                log.warning("retrying after %s (attempt %d)", error, attempt)
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    def _discard_buffers(self) -> None:
+        self._buffers.clear()
+        self._pending = []
+
+    def close(self) -> None:
+        """Flush an idempotent producer; abort a transaction still open. Idempotent."""
+        with self._lock:
+            if self._state == P.CLOSED:
+                return
+            try:
+                if self._state == P.READY and self.transactional_id is None:
+                    self._flush_all()
+                elif self._state in (P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.COMMITTING):
+                    try:
+                        self.abort_transaction()
+                    except TxnBrokerError as error:
+                        log.warning("abort on close failed: %s", error)
+            finally:
+                self._state = P.CLOSED
+                if self._uploader is not None:
+                    self._uploader.shutdown(wait=True)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,78 @@
+"""Segments in a local directory (the embedded default)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ..errors import InvalidInputError, StorageUnavailableError
+from .base import ObjectInfo, ObjectNotFoundError
+
+_TMP = ".tmp-"
+
+
+class LocalObjectStore:
+    """Objects as files under ``root``. A write goes to a temporary file that is fsynced
+    and renamed into place, so no reader ever sees a partial object."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.url = self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise InvalidInputError(f"invalid object key {key!r}")
+        return self.root / key
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}-{path.name}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as error:
+            tmp.unlink(missing_ok=True)
+            raise StorageUnavailableError(f"cannot write {path}: {error.strerror}") from error
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"object {key} not found in {self.url}") from None
+        except OSError as error:
+            raise StorageUnavailableError(f"cannot read {key}: {error.strerror}") from error
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self._path(key).stat()
+        except FileNotFoundError:
+            return None
+        return ObjectInfo(key, st.st_size, int(st.st_mtime * 1000))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        if not self.root.exists():
+            return
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                path = Path(dirpath) / name
+                key = path.relative_to(self.root).as_posix()
+                if not key.startswith(prefix):
+                    continue
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                yield ObjectInfo(key, st.st_size, int(st.st_mtime * 1000))
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            try:
+                self._path(key).unlink(missing_ok=True)
+            except OSError as error:
+                raise StorageUnavailableError(f"cannot delete {key}: {error.strerror}") from error
