@@ -52,6 +52,22 @@ class ProducerIdentity:
 
 
 @dataclass(frozen=True)
+class TransactionHandle:
+    """What an external writer (a Spark job) needs to write into an open transaction:
+    the producer identity and the transaction's id (None: idempotent, no transaction).
+    Plain values, so it can be passed as options to other processes."""
+
+    transactional_id: str | None
+    producer_id: int
+    epoch: int
+    txn_id: int | None
+
+    @property
+    def identity(self) -> ProducerIdentity:
+        return ProducerIdentity(self.transactional_id, self.producer_id, self.epoch)
+
+
+@dataclass(frozen=True)
 class SegmentWrite:
     """A fully uploaded segment object to register in a partition's log."""
 
@@ -351,6 +367,12 @@ class Coordinator:
         else:
             if w.base_sequence <= state.last_sequence:
                 stored = tx.one("segment_by_sequence", base_sequence=w.base_sequence, **key)
+                if stored is not None and stored.object_key != w.object_key:
+                    raise OutOfOrderSequenceError(
+                        f"sequence {w.base_sequence} on {w.topic}-{w.partition} of producer id "
+                        f"{ident.producer_id} was used by another batch; expected "
+                        f"{state.last_sequence + 1}"
+                    )
                 return AppendResult(
                     w.topic, w.partition, stored.base_offset if stored else -1,
                     stored.record_count if stored else w.record_count, duplicate=True,
@@ -362,6 +384,14 @@ class Coordinator:
                 f"out of order sequence on {w.topic}-{w.partition} from producer id "
                 f"{ident.producer_id}: got {w.base_sequence}, expected {expected}"
             )
+        tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=w.base_sequence)
+        return self._insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence)
+
+    def _insert_segment(
+        self, tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite, base_sequence: int
+    ) -> AppendResult:
+        """Assign offsets (locking the partition row), register the segment and, in a
+        transaction, note it in the transaction's partition entry."""
         high_watermark = tx.scalar(
             "allocate_offsets", record_count=w.record_count, topic_id=w.topic_id, partition_no=w.partition
         )
@@ -369,11 +399,11 @@ class Coordinator:
             raise UnknownTopicOrPartitionError(f"topic partition {w.topic}-{w.partition} no longer exists")
         base_offset = int(high_watermark) - w.record_count
         tx.execute(
-            "insert_segment", **key, base_offset=base_offset, record_count=w.record_count,
+            "insert_segment", producer_id=ident.producer_id, topic_id=w.topic_id, partition_no=w.partition,
+            base_offset=base_offset, record_count=w.record_count,
             size_bytes=w.size_bytes, object_key=w.object_key, producer_epoch=ident.epoch,
-            base_sequence=w.base_sequence, txn_id=txn_id, max_timestamp_ms=w.max_timestamp_ms,
+            base_sequence=base_sequence, txn_id=txn_id, max_timestamp_ms=w.max_timestamp_ms,
         )
-        tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=w.base_sequence)
         if txn_id is not None:
             changed = tx.execute(
                 "record_txn_append", txn_id=txn_id, topic_id=w.topic_id, partition_no=w.partition,
@@ -386,6 +416,42 @@ class Coordinator:
                     "the append is refused"
                 )
         return AppendResult(w.topic, w.partition, base_offset, w.record_count)
+
+    def register_uploaded(
+        self, handle: TransactionHandle, writes: Sequence[SegmentWrite]
+    ) -> list[AppendResult]:
+        """Register segments that other processes (Spark executors) uploaded, for the
+        producer and open transaction in ``handle``: adds their partitions to the
+        transaction and appends them, in one database transaction, fenced by epoch.
+
+        These appends are idempotent by object key instead of by sequence number (the
+        uploading tasks cannot share a sequence counter): registering the same object key
+        again answers its original offsets with ``duplicate=True``. They leave the
+        producer's sequence numbers alone."""
+        ident = handle.identity
+
+        def work(tx: Tx) -> list[AppendResult]:
+            if ident.transactional_id is not None:
+                row = self._check_fenced(self._lock(tx, ident.transactional_id), ident)
+                if row.state != S.ONGOING or row.txn_id != handle.txn_id:
+                    raise InvalidTxnStateError(
+                        f"transactional id {ident.transactional_id!r}: transaction {handle.txn_id} "
+                        f"is not open (state {row.state}); the write is refused"
+                    )
+                for topic_id, partition in sorted({(w.topic_id, w.partition) for w in writes}):
+                    tx.execute("add_txn_partition", txn_id=handle.txn_id, topic_id=topic_id,
+                               partition_no=partition)
+            results = []
+            for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.object_key)):
+                stored = tx.one("segment_by_object_key", object_key=w.object_key)
+                if stored is not None:
+                    results.append(AppendResult(w.topic, w.partition, stored.base_offset,
+                                                stored.record_count, duplicate=True))
+                    continue
+                results.append(self._insert_segment(tx, ident, handle.txn_id, w, base_sequence=-1))
+            return results
+
+        return self.db.run(work)
 
     def end_transaction(self, ident: ProducerIdentity, txn_id: int, commit: bool) -> None:
         """EndTxn: prepare (outcome decided), then complete, as two database

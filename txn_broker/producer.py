@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from .coordinator import AppendResult, ProducerIdentity, SegmentWrite, UnknownProducerStateError
+from .coordinator import (
+    AppendResult,
+    ProducerIdentity,
+    SegmentWrite,
+    TransactionHandle,
+    UnknownProducerStateError,
+)
 from .errors import (
     IllegalStateError,
     InvalidTransactionTimeoutError,
@@ -210,6 +216,21 @@ class Producer:
                 self._txn_id = self._retrying(
                     lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
+
+    def transaction_handle(self) -> TransactionHandle:
+        """Start the transaction at the coordinator if needed and return the handle an
+        external writer (the Spark data source) uses to register segments into it. For an
+        idempotent producer: its identity, with no transaction."""
+        with self._lock:
+            ident = self._identity()
+            if self.transactional_id is None:
+                self._require(P.READY, action="transaction_handle")
+                return TransactionHandle(None, ident.producer_id, ident.epoch, None)
+            self._require(P.IN_TRANSACTION, action="transaction_handle")
+            if self._txn_id is None:
+                with self._fatal_on_fence():
+                    self._txn_id = self._retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
+            return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
 
     def commit_transaction(self) -> list[AppendResult]:
         """Flush, then commit: every record of the transaction, in every partition, and its
