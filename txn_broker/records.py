@@ -99,14 +99,21 @@ def record_sizes(table: pa.Table) -> np.ndarray:
                 or pa.types.is_large_string(t):
             lengths = pc.binary_length(column).fill_null(0)
             sizes += lengths.to_numpy(zero_copy_only=False).astype(np.int64)
-        elif t.bit_width and t.bit_width >= 8:
-            sizes += t.bit_width // 8
+        elif _fixed_width(t):
+            sizes += max(t.bit_width // 8, 1)
         else:
             sizes += np.fromiter(
                 (column.slice(i, 1).nbytes for i in range(table.num_rows)),
                 dtype=np.int64, count=table.num_rows,
             )
     return sizes
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    try:
+        return bool(t.bit_width)
+    except ValueError:  # variable width or nested
+        return False
 
 
 def check_record_sizes(table: pa.Table, max_bytes: int, topic: str) -> None:

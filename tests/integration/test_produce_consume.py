@@ -1,0 +1,238 @@
+"""Producing and consuming on both backends."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from txn_broker import TopicPartition
+from txn_broker.errors import (
+    IllegalStateError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    SchemaMismatchError,
+    UnknownGroupError,
+    UnknownTopicOrPartitionError,
+)
+
+pytestmark = pytest.mark.integration
+SCHEMA = pa.schema([("order_id", pa.string()), ("amount", pa.int64())])
+
+
+def orders(n, start=0):
+    return [{"order_id": f"o{i}", "amount": i} for i in range(start, start + n)]
+
+
+def hw(broker, topic):
+    return [p.high_watermark for p in broker.describe_topic(topic).partitions]
+
+
+def test_offsets_order_and_columns(backend):
+    broker = backend.connect()
+    broker.create_topic("orders", partitions=1, schema=SCHEMA)
+    producer = broker.producer()
+    for start in range(0, 30, 10):
+        producer.send("orders", orders(10, start))
+        producer.flush()
+    consumer = broker.consumer()
+    consumer.assign([TopicPartition("orders", 0)])
+    table = consumer.poll(max_records=1000)
+    assert table.column_names == ["_topic", "_partition", "_offset", "_timestamp", "order_id", "amount"]
+    assert table.column("_offset").to_pylist() == list(range(30))
+    assert table.column("amount").to_pylist() == list(range(30))
+    assert set(table.column("_topic").to_pylist()) == {"orders"}
+    assert consumer.poll(timeout_s=0.05).num_rows == 0
+
+
+def test_poll_respects_max_records_and_resumes(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer()
+    producer.send("t", orders(25), partition=0)
+    producer.flush()
+    consumer = broker.consumer()
+    consumer.subscribe(["t"])
+    seen = []
+    while batch := consumer.poll(max_records=7).column("_offset").to_pylist():
+        assert len(batch) <= 7
+        seen += batch
+    assert seen == list(range(25))
+
+
+def test_small_sends_are_buffered_into_one_segment(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer()
+    for i in range(50):
+        producer.send("t", orders(1, i), partition=0)
+    assert hw(broker, "t") == [0]  # buffered, not yet in the log
+    producer.flush()
+    info = broker.describe_topic("t").partitions[0]
+    assert (info.high_watermark, info.segment_count) == (50, 1)
+
+
+def test_buffer_becomes_a_segment_at_the_size_threshold(backend):
+    broker = backend.connect(segment_bytes=2000)
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer()
+    for i in range(40):
+        producer.send("t", orders(10, i * 10), partition=0)
+    assert broker.describe_topic("t").partitions[0].segment_count >= 2
+    producer.close()  # flushes the rest
+    assert hw(broker, "t") == [400]
+
+
+def test_keyed_sends_keep_equal_keys_together(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=4, schema=SCHEMA)
+    producer = broker.producer()
+    for _ in range(3):
+        producer.send("t", [{"order_id": f"k{i % 10}", "amount": i} for i in range(100)], key="order_id")
+    producer.flush()
+    consumer = broker.consumer()
+    consumer.subscribe(["t"])
+    rows = consumer.poll(max_records=10_000).to_pylist()
+    assert len(rows) == 300
+    where = {}
+    for row in rows:
+        where.setdefault(row["order_id"], set()).add(row["_partition"])
+    assert all(len(parts) == 1 for parts in where.values())
+    assert len({p for parts in where.values() for p in parts}) > 1
+
+
+def test_unkeyed_sends_spread(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=3, schema=SCHEMA)
+    producer = broker.producer()
+    for i in range(6):
+        producer.send("t", orders(1, i))
+    producer.flush()
+    assert hw(broker, "t") == [2, 2, 2]
+
+
+def test_seek_commit_committed_and_lag(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA)
+    producer = broker.producer()
+    producer.send("t", orders(10), partition=0)
+    producer.send("t", orders(4), partition=1)
+    producer.flush()
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    consumer = broker.consumer(group_id="g")
+    consumer.assign([tp0, tp1])
+    assert consumer.committed([tp0, tp1]) == {tp0: None, tp1: None}
+    consumer.seek(tp0, 6)
+    assert consumer.position(tp0) == 6
+    table = consumer.poll(max_records=100)
+    got = {(r["_partition"], r["_offset"]) for r in table.to_pylist()}
+    assert got == {(0, o) for o in range(6, 10)} | {(1, o) for o in range(4)}
+    consumer.commit({tp0: 8, tp1: 4})
+    assert consumer.committed([tp0, tp1]) == {tp0: 8, tp1: 4}
+
+    desc = broker.describe_group("g")
+    lags = {(p.topic, p.partition): (p.committed_offset, p.last_stable_offset, p.lag) for p in desc.partitions}
+    assert lags == {("t", 0): (8, 10, 2), ("t", 1): (4, 4, 0)}
+    assert desc.lag == 2
+    assert broker.list_groups() == ["g"]
+
+    # a new consumer of the group starts from the committed offsets
+    again = broker.consumer(group_id="g")
+    again.assign([tp0, tp1])
+    assert again.position(tp0) == 8
+    assert again.poll(max_records=100).column("_offset").to_pylist() == [8, 9]
+    again.commit()
+    assert broker.describe_group("g").lag == 0
+
+
+def test_auto_offset_reset_latest(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer()
+    producer.send("t", orders(5))
+    producer.flush()
+    consumer = broker.consumer(auto_offset_reset="latest")
+    consumer.subscribe(["t"])
+    assert consumer.poll().num_rows == 0
+    producer.send("t", orders(2, 5))
+    producer.flush()
+    assert consumer.poll().column("amount").to_pylist() == [5, 6]
+
+
+def test_bad_sends_write_nothing(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA, config={"max.message.bytes": 100})
+    producer = broker.producer()
+    with pytest.raises(SchemaMismatchError):
+        producer.send("t", [{"order_id": 5, "amount": "x"}])
+    with pytest.raises(SchemaMismatchError):
+        producer.send("t", pa.table({"order_id": ["a"]}))
+    with pytest.raises(RecordTooLargeError):
+        producer.send("t", [{"order_id": "x" * 200, "amount": 1}])
+    with pytest.raises(UnknownTopicOrPartitionError):
+        producer.send("nope", orders(1))
+    with pytest.raises(UnknownTopicOrPartitionError):
+        producer.send("t", orders(1), partition=2)
+    with pytest.raises(SchemaMismatchError):
+        producer.send("t", orders(1), key="no_such_column")
+    producer.send("t", [])  # an empty batch is a no-op
+    assert producer.flush() == []
+    assert hw(broker, "t") == [0, 0]
+    assert all(p.segment_count == 0 for p in broker.describe_topic("t").partitions)
+
+
+def test_consumer_bad_input(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    consumer = broker.consumer(group_id="g")
+    with pytest.raises(IllegalStateError):
+        consumer.poll()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        consumer.assign([TopicPartition("t", 1)])
+    consumer.assign([TopicPartition("t", 0)])
+    with pytest.raises(OffsetOutOfRangeError):
+        consumer.seek(TopicPartition("t", 0), 5)
+    with pytest.raises(OffsetOutOfRangeError):
+        consumer.commit({TopicPartition("t", 0): -1})
+    with pytest.raises(OffsetOutOfRangeError):
+        consumer.commit({TopicPartition("t", 0): 10})
+    with pytest.raises(UnknownGroupError):
+        broker.describe_group("g")
+    no_group = broker.consumer()
+    no_group.assign([TopicPartition("t", 0)])
+    with pytest.raises(IllegalStateError):
+        no_group.commit()
+
+
+def test_default_schema_records(backend):
+    broker = backend.connect()
+    broker.create_topic("raw")
+    producer = broker.producer()
+    producer.send("raw", [{"key": b"k", "value": b"\xff\x00binary", "headers": [("h", b"v")]}])
+    producer.flush()
+    consumer = broker.consumer()
+    consumer.subscribe(["raw"])
+    row = consumer.poll().to_pylist()[0]
+    assert row["value"] == b"\xff\x00binary" and row["headers"] == [("h", b"v")]
+
+
+def test_reading_fetches_only_needed_segments(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer()
+    for i in range(10):
+        producer.send("t", orders(10, i * 10))
+        producer.flush()
+    fetched = []
+    original = broker.store.get
+
+    def counting_get(key):
+        fetched.append(key)
+        return original(key)
+
+    broker.store.get = counting_get
+    consumer = broker.consumer()
+    consumer.assign([TopicPartition("t", 0)])
+    consumer.seek(TopicPartition("t", 0), 85)
+    assert consumer.poll(max_records=10).column("_offset").to_pylist() == list(range(85, 95))
+    assert len(fetched) == 2  # segments [80, 90) and [90, 100) only

@@ -1,0 +1,495 @@
+"""Transactions on both backends: fencing, atomicity, isolation, offsets in the
+transaction, timeouts, expiry, the state machine and crash recovery."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+from txn_broker import TopicPartition
+from txn_broker.errors import (
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    UnknownTransactionalIdError,
+)
+from txn_broker.faults import InjectedFault, LostReply, set_fault_hook
+
+pytestmark = pytest.mark.integration
+SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64())])
+
+
+@pytest.fixture(autouse=True)
+def _no_faults():
+    yield
+    set_fault_hook(None)
+
+
+def rows(n, tag="x", start=0):
+    return [{"k": f"{tag}{i}", "v": i} for i in range(start, start + n)]
+
+
+def read(broker, topics, isolation="read_committed"):
+    consumer = broker.consumer(isolation_level=isolation)
+    consumer.subscribe(topics)
+    out = []
+    while batch := consumer.poll(max_records=10_000).to_pylist():
+        out += batch
+    return out
+
+
+def lso(broker, topic, partition=0):
+    return broker.describe_topic(topic).partitions[partition].last_stable_offset
+
+
+def test_commit_makes_records_visible_and_abort_never(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="app")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(3, "a"))
+    producer.flush()  # in the log, not yet committed
+    assert broker.describe_topic("t").partitions[0].high_watermark == 3
+    assert lso(broker, "t") == 0
+    assert read(broker, ["t"]) == []
+    assert len(read(broker, ["t"], "read_uncommitted")) == 3
+    producer.commit_transaction()
+    assert [r["k"] for r in read(broker, ["t"])] == ["a0", "a1", "a2"]
+
+    producer.begin_transaction()
+    producer.send("t", rows(2, "b"))
+    producer.flush()
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send("t", rows(1, "c"))
+    producer.commit_transaction()
+    committed = [r["k"] for r in read(broker, ["t"])]
+    assert committed == ["a0", "a1", "a2", "c0"]
+    assert [r["_offset"] for r in read(broker, ["t"])] == [0, 1, 2, 5]
+    assert len(read(broker, ["t"], "read_uncommitted")) == 6
+    assert lso(broker, "t") == 6
+
+
+def test_zombie_is_fenced(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA)
+    old = broker.producer(transactional_id="stage")
+    old.init_transactions()
+    old.begin_transaction()
+    old.send("t", rows(2, "zombie"), partition=0)
+    old.flush()
+
+    new = broker.producer(transactional_id="stage")
+    new.init_transactions()  # bumps the epoch and aborts the old instance's transaction
+    assert new.epoch == old.epoch + 1
+    with pytest.raises(ProducerFencedError):
+        old.send("t", rows(1, "zombie"), partition=0)
+    with pytest.raises(ProducerFencedError):
+        old.commit_transaction()
+    with pytest.raises(ProducerFencedError):  # and it stays dead
+        old.begin_transaction()
+
+    with new.transaction():
+        new.send("t", rows(2, "live"), partition=1)
+    keys = [r["k"] for r in read(broker, ["t"])]
+    assert keys == ["live0", "live1"]
+
+
+def test_zombie_with_a_new_partition_and_offsets_is_fenced(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA)
+    old = broker.producer(transactional_id="stage")
+    old.init_transactions()
+    old.begin_transaction()
+    broker.producer(transactional_id="stage").init_transactions()
+    with pytest.raises(ProducerFencedError):
+        old.send("t", rows(1), partition=1)
+    old2 = broker.producer(transactional_id="stage2")
+    old2.init_transactions()
+    old2.begin_transaction()
+    broker.producer(transactional_id="stage2").init_transactions()
+    with pytest.raises(ProducerFencedError):
+        old2.send_offsets_to_transaction({TopicPartition("t", 0): 0}, "g")
+
+
+def test_context_manager_does_not_abort_when_fenced(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    old = broker.producer(transactional_id="x")
+    old.init_transactions()
+    new = broker.producer(transactional_id="x")
+    with pytest.raises(ProducerFencedError):
+        with old.transaction():
+            old.send("t", rows(1))
+            new.init_transactions()
+            new.begin_transaction()
+            new.send("t", rows(1, "new"))
+            old.flush()
+    # the zombie did not abort the live instance's transaction
+    new.commit_transaction()
+    assert [r["k"] for r in read(broker, ["t"])] == ["new0"]
+
+
+def test_context_manager_aborts_on_error(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="x")
+    producer.init_transactions()
+    with pytest.raises(RuntimeError):
+        with producer.transaction():
+            producer.send("t", rows(3))
+            producer.flush()
+            raise RuntimeError("transform failed")
+    assert read(broker, ["t"]) == [] and lso(broker, "t") == 3
+    with producer.transaction():
+        producer.send("t", rows(1, "ok"))
+    assert [r["k"] for r in read(broker, ["t"])] == ["ok0"]
+
+
+def test_atomic_across_topics_partitions_and_group_offsets(backend):
+    broker = backend.connect()
+    topics = ["t1", "t2", "t3"]
+    for t in topics:
+        broker.create_topic(t, partitions=4, schema=SCHEMA)
+    broker.create_topic("input", partitions=2, schema=SCHEMA)
+    seed = broker.producer()
+    seed.send("input", rows(7), partition=0)
+    seed.send("input", rows(3), partition=1)
+    seed.flush()
+    producer = broker.producer(transactional_id="multi")
+    producer.init_transactions()
+    offsets = {TopicPartition("input", 0): 7, TopicPartition("input", 1): 3}
+
+    def one_transaction(tag, commit):
+        producer.begin_transaction()
+        for t in topics:
+            for p in range(4):
+                producer.send(t, rows(2, f"{tag}-{t}-{p}-"), partition=p)
+        producer.send_offsets_to_transaction(offsets, "g")
+        producer.flush()
+        # everything is in the log, nothing visible, and no group offset yet
+        assert read(broker, topics) == []
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+
+    with pytest.raises(Exception):  # a consumer of the group has no offsets before the commit
+        broker.describe_group("g")
+    p0 = producer
+    # abort: nothing ever visible, offsets discarded
+    one_transaction("aborted", commit=False)
+    assert read(broker, topics) == []
+    consumer = broker.consumer(group_id="g")
+    consumer.subscribe(["input"])
+    assert consumer.committed(offsets) == {tp: None for tp in offsets}
+    # commit: all 24 records and the offsets together
+    one_transaction("committed", commit=True)
+    got = read(broker, topics)
+    assert len(got) == 24 and all(r["k"].startswith("committed") for r in got)
+    assert consumer.committed(offsets) == offsets
+    assert {(r["_topic"], r["_partition"]) for r in got} == {(t, p) for t in topics for p in range(4)}
+    assert p0 is producer
+
+
+def test_read_committed_stops_at_the_last_stable_offset(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    plain = broker.producer()
+    txn = broker.producer(transactional_id="slow")
+    txn.init_transactions()
+    plain.send("t", rows(2, "before"))
+    plain.flush()
+    txn.begin_transaction()
+    txn.send("t", rows(1, "open"))
+    txn.flush()
+    plain.send("t", rows(2, "after"))
+    plain.flush()
+    # offsets: before 0-1, open 2, after 3-4: the open transaction holds the LSO at 2
+    assert lso(broker, "t") == 2
+    assert [r["k"] for r in read(broker, ["t"])] == ["before0", "before1"]
+    txn.commit_transaction()
+    assert [r["k"] for r in read(broker, ["t"])] == ["before0", "before1", "open0", "after0", "after1"]
+
+
+def test_offsets_sent_in_a_transaction_commit_with_it(backend):
+    broker = backend.connect()
+    broker.create_topic("in", schema=SCHEMA)
+    broker.create_topic("out", schema=SCHEMA)
+    seed = broker.producer()
+    seed.send("in", rows(10))
+    seed.flush()
+    tp = TopicPartition("in", 0)
+    producer = broker.producer(transactional_id="copy")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({tp: 10}, "copy")
+    consumer = broker.consumer(group_id="copy")
+    consumer.assign([tp])
+    assert consumer.committed([tp]) == {tp: None}
+    producer.commit_transaction()
+    assert consumer.committed([tp]) == {tp: 10}
+    assert broker.describe_group("copy").partitions[0].lag == 0
+
+
+def test_commit_retried_after_a_lost_reply_succeeds_once(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="r")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(2))
+    lost = []
+
+    def lose_once(point):
+        if point == "commit.after_complete" and not lost:
+            lost.append(point)
+            raise LostReply("reply lost")
+
+    set_fault_hook(lose_once)
+    producer.commit_transaction()  # the producer retries EndTxn; the retry answers success
+    assert lost
+    assert len(read(broker, ["t"])) == 2
+    history = [h.to_state for h in broker.describe_transaction("r").history]
+    assert history.count("CompleteCommit") == 1 and history.count("PrepareCommit") == 1
+    # the coordinator itself: EndTxn again for the same transaction is a no-op success
+    desc = broker.describe_transaction("r")
+    broker.coordinator.end_transaction(producer.identity, desc.txn_id, commit=True)
+    assert [h.to_state for h in broker.describe_transaction("r").history] == history
+
+
+def test_illegal_calls_raise_invalid_txn_state(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="s")
+    with pytest.raises(InvalidTxnStateError):
+        producer.begin_transaction()  # before init
+    producer.init_transactions()
+    with pytest.raises(InvalidTxnStateError):
+        producer.commit_transaction()  # without begin
+    with pytest.raises(InvalidTxnStateError):
+        producer.send("t", rows(1))  # outside a transaction
+    producer.begin_transaction()
+    with pytest.raises(InvalidTxnStateError):
+        producer.begin_transaction()
+    producer.abort_transaction()
+    with pytest.raises(InvalidTxnStateError):
+        producer.send("t", rows(1))  # after abort
+    with pytest.raises(InvalidTxnStateError):
+        broker.producer().init_transactions()
+
+
+def test_timeout_above_the_maximum_is_refused(backend):
+    broker = backend.connect(max_transaction_timeout_ms=1000)
+    with pytest.raises(InvalidTransactionTimeoutError):
+        broker.producer(transactional_id="t", transaction_timeout_ms=1001).init_transactions()
+    with pytest.raises(InvalidTransactionTimeoutError):
+        broker.producer(transactional_id="t", transaction_timeout_ms=0).init_transactions()
+    assert broker.list_transactions() == []
+
+
+def test_hung_transaction_is_aborted_by_the_timeout_sweep(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    hung = broker.producer(transactional_id="hung", transaction_timeout_ms=200)
+    hung.init_transactions()
+    hung.begin_transaction()
+    hung.send("t", rows(2, "hung"))
+    hung.flush()
+    plain = broker.producer()
+    plain.send("t", rows(1, "later"))
+    plain.flush()
+    assert lso(broker, "t") == 0 and read(broker, ["t"]) == []
+    assert [h.transactional_id for h in broker.find_hanging_transactions(older_than_ms=0)] == ["hung"]
+    assert broker.abort_expired_transactions() == []  # not yet past its timeout
+    time.sleep(0.3)
+    hanging = broker.find_hanging_transactions()
+    assert [(h.transactional_id, h.partitions) for h in hanging] == [("hung", [TopicPartition("t", 0)])]
+    done = broker.abort_expired_transactions()
+    assert [(a.transactional_id, a.epoch) for a in done] == [("hung", 1)]
+    assert broker.abort_expired_transactions() == []  # idempotent
+    assert [r["k"] for r in read(broker, ["t"])] == ["later0"]
+    assert lso(broker, "t") == 3
+    with pytest.raises(ProducerFencedError):
+        hung.send("t", rows(1))
+    with pytest.raises(ProducerFencedError):
+        hung.commit_transaction()
+    states = [h.to_state for h in broker.describe_transaction("hung").history]
+    assert states[-3:] == ["PrepareEpochFence", "PrepareAbort", "CompleteAbort"]
+    # a restarted instance carries on
+    again = broker.producer(transactional_id="hung")
+    again.init_transactions()
+    with again.transaction():
+        again.send("t", rows(1, "redo"))
+    assert [r["k"] for r in read(broker, ["t"])] == ["later0", "redo0"]
+
+
+def test_expiry_removes_only_idle_old_ids(backend):
+    broker = backend.connect(transactional_id_expiration_ms=300)
+    broker.create_topic("t", schema=SCHEMA)
+    idle = broker.producer(transactional_id="idle")
+    idle.init_transactions()
+    with idle.transaction():
+        idle.send("t", rows(1))
+    busy = broker.producer(transactional_id="busy", transaction_timeout_ms=60_000)
+    busy.init_transactions()
+    busy.begin_transaction()
+    busy.send("t", rows(1))
+    busy.flush()
+    fresh_result = broker.expire_transactional_ids()
+    assert fresh_result["transactional_ids"] == []  # nothing old enough yet
+    time.sleep(0.4)
+    recent = broker.producer(transactional_id="recent")
+    recent.init_transactions()
+    result = broker.expire_transactional_ids()
+    assert [a.transactional_id for a in result["transactional_ids"]] == ["idle"]
+    assert {t.transactional_id for t in broker.list_transactions()} == {"busy", "recent"}
+    assert broker.describe_transaction("idle").state == "Dead"
+    with pytest.raises(ProducerFencedError):  # the expired instance cannot write again
+        idle.begin_transaction()
+        idle.send("t", rows(1))
+    busy.commit_transaction()  # an open transaction was never expired
+
+
+def test_admin_abort_fences_and_aborts(backend):
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="ad")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(2))
+    producer.flush()
+    action = broker.abort_transaction("ad")
+    assert action.epoch == 1
+    with pytest.raises(ProducerFencedError):
+        producer.commit_transaction()
+    assert read(broker, ["t"]) == [] and lso(broker, "t") == 2
+    with pytest.raises(InvalidTxnStateError):
+        broker.abort_transaction("ad")  # nothing open any more
+    with pytest.raises(UnknownTransactionalIdError):
+        broker.abort_transaction("nobody")
+
+
+def test_describe_and_list(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA)
+    broker.create_topic("in", schema=SCHEMA)
+    producer = broker.producer(transactional_id="dag.task")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(3), partition=1)
+    producer.send_offsets_to_transaction({TopicPartition("in", 0): 0}, "grp")
+    producer.flush()
+    desc = broker.describe_transaction("dag.task")
+    assert desc.state == "Ongoing" and desc.producer_epoch == 0 and desc.timeout_ms == 60_000
+    assert desc.start_ms and desc.last_update_ms >= desc.start_ms
+    assert [(p.topic, p.partition, p.first_offset, p.last_offset) for p in desc.partitions] == [("t", 1, 0, 2)]
+    assert desc.pending_offsets == [{"group_id": "grp", "topic": "in", "partition_no": 0, "committed_offset": 0}]
+    assert len(desc.segments) == 1
+    assert [h.to_state for h in desc.history] == ["Empty", "Ongoing"]
+    assert all(h.at_ms > 0 for h in desc.history)
+    listed = broker.list_transactions()
+    assert [(t.transactional_id, t.state, t.partition_count, t.record_count) for t in listed] == [
+        ("dag.task", "Ongoing", 1, 3)]
+    assert broker.list_transactions(states=["CompleteCommit"]) == []
+    producer.commit_transaction()
+    assert broker.describe_transaction("dag.task").partitions[0].marker == "COMMIT"
+    assert broker.list_transactions(states=["CompleteCommit"])[0].transactional_id == "dag.task"
+    runs = broker.recent_transactions()
+    assert runs[0]["outcome"] == "COMMIT" and runs[0]["record_count"] == 3
+
+
+COMMIT_POINTS = ["commit.before_prepare", "commit.after_prepare", "commit.after_complete"]
+ABORT_POINTS = ["abort.after_prepare", "abort.after_complete"]
+
+
+@pytest.mark.parametrize("point", ["produce.after_upload", "produce.after_register", *COMMIT_POINTS])
+@pytest.mark.parametrize("recover", ["init", "sweep"])
+def test_crash_during_commit_is_recovered(backend, point, recover):
+    broker = backend.connect(complete_prepared_grace_ms=0)
+    broker.create_topic("out", partitions=2, schema=SCHEMA)
+    broker.create_topic("in", schema=SCHEMA)
+    producer = broker.producer(transactional_id="crash", transaction_timeout_ms=100)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", rows(2, "a"), partition=0)
+    producer.send("out", rows(2, "b"), partition=1)
+    producer.send_offsets_to_transaction({TopicPartition("in", 0): 0}, "g")
+
+    def crash(p):
+        if p == point:
+            raise InjectedFault(f"crash at {p}")
+
+    set_fault_hook(crash)
+    with pytest.raises(InjectedFault):
+        producer.commit_transaction()
+    set_fault_hook(None)
+    decided = point in ("commit.after_prepare", "commit.after_complete")
+    if recover == "init":
+        successor = broker.producer(transactional_id="crash")
+        successor.init_transactions()
+    else:
+        time.sleep(0.15)
+        broker.abort_expired_transactions()
+        broker.complete_prepared_transactions()
+    got = sorted(r["k"] for r in read(broker, ["out"]))
+    # all or nothing: a decided commit is rolled forward, anything earlier is aborted
+    assert got == (["a0", "a1", "b0", "b1"] if decided else [])
+    consumer = broker.consumer(group_id="g")
+    assert consumer.committed([TopicPartition("in", 0)]) == {TopicPartition("in", 0): 0 if decided else None}
+    assert broker.describe_transaction("crash").state in ("Empty", "CompleteCommit", "CompleteAbort")
+    for p in broker.describe_topic("out").partitions:
+        assert p.last_stable_offset == p.high_watermark  # nothing left hanging
+
+
+@pytest.mark.parametrize("point", ABORT_POINTS)
+def test_crash_during_abort_is_recovered(backend, point):
+    broker = backend.connect()
+    broker.create_topic("out", schema=SCHEMA)
+    producer = broker.producer(transactional_id="crash")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", rows(2))
+    producer.flush()
+
+    def crash(p):
+        if p == point:
+            raise InjectedFault(p)
+
+    set_fault_hook(crash)
+    with pytest.raises(InjectedFault):
+        producer.abort_transaction()
+    set_fault_hook(None)
+    broker.complete_prepared_transactions()
+    assert read(broker, ["out"]) == []
+    assert broker.describe_topic("out").partitions[0].last_stable_offset == 2
+    assert broker.describe_transaction("crash").state == "CompleteAbort"
+
+
+def test_crash_between_fence_and_abort_of_a_sweep(backend):
+    broker = backend.connect()
+    broker.create_topic("out", schema=SCHEMA)
+    producer = broker.producer(transactional_id="t", transaction_timeout_ms=50)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", rows(2))
+    producer.flush()
+    time.sleep(0.1)
+
+    def crash(p):
+        if p == "sweep.after_fence":
+            raise InjectedFault(p)
+
+    set_fault_hook(crash)
+    with pytest.raises(InjectedFault):
+        broker.abort_expired_transactions()
+    set_fault_hook(None)
+    assert broker.describe_transaction("t").state == "PrepareEpochFence"
+    with pytest.raises(ProducerFencedError):  # fenced already
+        producer.commit_transaction()
+    assert [a.action for a in broker.complete_prepared_transactions()] == ["completed abort"]
+    assert broker.describe_transaction("t").state == "CompleteAbort"
+    assert read(broker, ["out"]) == []
