@@ -17,9 +17,10 @@ from .errors import (
     OffsetOutOfRangeError,
     StorageUnavailableError,
     UnknownGroupError,
+    UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
 )
-from .fetch import READ_COMMITTED, partition_offsets
+from .fetch import READ_COMMITTED, PartitionOffsets, partition_offsets
 from .migrations import require_current, upgrade_db
 from .models import (
     GroupDescription,
@@ -90,7 +91,7 @@ class Broker:
         return self.describe_topic(name)
 
     def list_topics(self) -> list[str]:
-        return self.topics.list()
+        return self.topics.names()
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self.topics.describe(name)
@@ -126,10 +127,15 @@ class Broker:
             tp = TopicPartition(*tp)
             meta = self.topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
-            offsets = self.db.read(lambda tx, m=meta, p=tp.partition: partition_offsets(tx, m.topic_id, p))
-            assert offsets is not None
+            offsets = self._offsets(meta, tp.partition)
             out[tp] = offsets.end(isolation_level)
         return out
+
+    def _offsets(self, meta: TopicMeta, partition: int) -> PartitionOffsets:
+        offsets = self.db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
+        if offsets is None:
+            raise UnknownTopicOrPartitionError(f"{meta.name}-{partition} no longer exists")
+        return offsets
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         out = {}
@@ -137,10 +143,13 @@ class Broker:
             tp = TopicPartition(*tp)
             meta = self.topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
-            offsets = self.db.read(lambda tx, m=meta, p=tp.partition: partition_offsets(tx, m.topic_id, p))
-            assert offsets is not None
-            out[tp] = offsets.log_start_offset
+            out[tp] = self._offsets(meta, tp.partition).log_start_offset
         return out
+
+    def segment_registered(self, object_key: str) -> bool:
+        """Whether an uploaded object was registered as a segment."""
+        row = self.db.run(lambda tx: tx.one("segment_by_object_key", object_key=object_key), write=False)
+        return row is not None
 
     # -- clients -------------------------------------------------------------------------
 

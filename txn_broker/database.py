@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine, Row
 
-from . import sql as sql_files
+from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed as txn_broker.sql
 from .errors import DatabaseUnavailableError
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from . import sql as sql_files
+from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed as txn_broker.sql
 from .database import Database, Tx
 from .errors import SchemaVersionError
 

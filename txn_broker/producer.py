@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -55,7 +56,7 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 6
 
 
-class ProducerState(str, Enum):
+class ProducerState(StrEnum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
     IN_TRANSACTION = "in_transaction"
@@ -419,7 +420,7 @@ class Producer:
             return
         if self._uploader is None:
             self._uploader = ThreadPoolExecutor(self._settings.upload_threads, "txn-broker-upload")
-        futures = [self._uploader.submit(self._retrying, lambda w=w, d=d: store.put(w.object_key, d))
+        futures = [self._uploader.submit(self._retrying, partial(store.put, w.object_key, d))
                    for w, d in staged]
         for f in futures:
             f.result()
@@ -441,7 +442,8 @@ class Producer:
         raise UnknownProducerStateError("sequence state could not be re-established")
 
     def _restart_sequences(self) -> None:
-        renumbered, counters = [], {}
+        renumbered: list[SegmentWrite] = []
+        counters: dict[tuple[int, int], int] = {}
         for w in sorted(self._pending, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
             key = (w.topic_id, w.partition)
             seq = counters.get(key, 0)
@@ -454,9 +456,8 @@ class Producer:
         """Before dropping unacknowledged uploads (abort), learn which were registered after
         all, so no sequence number is ever reused for different data."""
         for w in self._pending:
-            stored = self._retrying(lambda w=w: self._broker.db.run(
-                lambda tx: tx.one("segment_by_object_key", object_key=w.object_key), write=False))
-            if stored is None:  # never stored: its sequence number is free again
+            stored = self._retrying(partial(self._broker.segment_registered, w.object_key))
+            if not stored:  # never stored: its sequence number is free again
                 key = (w.topic_id, w.partition)
                 self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)
         self._pending = []

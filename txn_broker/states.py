@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from .errors import InvalidTxnStateError
 
 
-class TxnState(str, Enum):
+class TxnState(StrEnum):
     EMPTY = "Empty"
     ONGOING = "Ongoing"
     PREPARE_COMMIT = "PrepareCommit"
@@ -16,9 +16,6 @@ class TxnState(str, Enum):
     COMPLETE_COMMIT = "CompleteCommit"
     COMPLETE_ABORT = "CompleteAbort"
     DEAD = "Dead"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 S = TxnState

@@ -118,7 +118,7 @@ class Topics:
         with self._lock:
             self._cache.pop(name, None)
 
-    def list(self) -> list[str]:
+    def names(self) -> list[str]:
         return [r.name for r in self.db.run(lambda tx: tx.all("list_topics"), write=False)]
 
     def describe(self, name: str) -> TopicDescription:
