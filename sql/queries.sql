@@ -237,6 +237,7 @@ SET committed_offset = excluded.committed_offset;
 INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
 SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id
 FROM txn_offsets WHERE txn_id = :txn_id
+ORDER BY group_id, topic_id, partition_no
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
