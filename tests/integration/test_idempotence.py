@@ -101,3 +101,21 @@ def test_registration_retried_inside_flush_is_stored_once(backend, monkeypatch):
     results = producer.flush()
     assert results[0].duplicate and results[0].base_offset == 0
     assert broker.describe_topic("t").partitions[0].high_watermark == 5
+
+
+def test_producer_resumes_after_its_sequence_state_expired(backend):
+    import time
+
+    broker = backend.connect(producer_id_expiration_ms=100)
+    broker.create_topic("t")
+    producer = broker.producer()
+    for value in (b"1", b"2"):
+        producer.send("t", [{"key": b"k", "value": value}], partition=0)
+        producer.flush()
+    time.sleep(0.2)
+    assert broker.expire_transactional_ids()["producer_states_removed"] == 1
+    producer.send("t", [{"key": b"k", "value": b"3"}], partition=0)
+    producer.flush()  # the broker forgot sequence 1; the producer restarts at 0, once
+    consumer = broker.consumer()
+    consumer.assign([TopicPartition("t", 0)])
+    assert consumer.poll().column("value").to_pylist() == [b"1", b"2", b"3"]
