@@ -512,12 +512,12 @@ class Coordinator:
         if action is None:
             return None
         fault_point("sweep.after_fence")
-        self._complete_one(tid, reason)
+        self._complete_one(tid, reason, skip_locked=False)
         return action
 
-    def _complete_one(self, tid: str, reason: str) -> SweepAction | None:
+    def _complete_one(self, tid: str, reason: str, *, skip_locked: bool = True) -> SweepAction | None:
         def work(tx: Tx) -> SweepAction | None:
-            row = self._lock(tx, tid, skip_locked=True)
+            row = self._lock(tx, tid, skip_locked=skip_locked)
             if row is None or row.state not in PREPARED_STATES:
                 return None
             outcome = self._complete(tx, row, reason)

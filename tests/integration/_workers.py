@@ -66,8 +66,8 @@ def sweep(rounds: int) -> None:
     broker = txn_broker.connect()
     done = []
     for _ in range(rounds):
-        done += [a.txn_id for a in broker.abort_expired_transactions()]
-        done += [a.txn_id for a in broker.complete_prepared_transactions()]
+        done += [[a.transactional_id, a.action] for a in broker.abort_expired_transactions()]
+        done += [[a.transactional_id, a.action] for a in broker.complete_prepared_transactions()]
     print(json.dumps(done))
 
 

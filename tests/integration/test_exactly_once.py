@@ -90,9 +90,12 @@ def test_two_sweepers_abort_each_transaction_once(backend):
         producers.append(p)
     time.sleep(0.2)
     outs = run_all([start(backend, "sweep", 3) for _ in range(2)])
-    done = [json.loads(o) for o in outs]
-    assert not set(done[0]) & set(done[1])  # nothing aborted twice
-    assert len(done[0]) + len(done[1]) == 12
+    actions = [a for o in outs for a in json.loads(o)]
+    fenced = [tid for tid, action in actions if action == "aborted"]
+    assert sorted(fenced) == sorted(f"hung-{i}" for i in range(12))  # each fenced once
+    for i in range(12):  # and aborted once: one ABORT marker, one CompleteAbort
+        history = [h.to_state for h in broker.describe_transaction(f"hung-{i}").history]
+        assert history.count("CompleteAbort") == 1 and history.count("PrepareEpochFence") == 1
     states = {t.transactional_id: t.state for t in broker.list_transactions()}
     assert set(states.values()) == {"CompleteAbort"}
     assert read_all(broker, ["t"]) == []

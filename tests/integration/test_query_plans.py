@@ -38,8 +38,7 @@ def _plan(conn, sql, params):
     return "\n".join(r[0] for r in conn.execute(sa.text("EXPLAIN " + sql), params))
 
 
-def test_lso_and_fetch_plans_use_indexes(request):
-    backend = request.getfixturevalue("backend")
+def test_lso_and_fetch_plans_use_indexes(backend):
     if backend.name != "postgres":
         pytest.skip("query plans are checked on PostgreSQL")
     broker = backend.connect()

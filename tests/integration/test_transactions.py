@@ -294,7 +294,7 @@ def test_timeout_above_the_maximum_is_refused(backend):
 def test_hung_transaction_is_aborted_by_the_timeout_sweep(backend):
     broker = backend.connect()
     broker.create_topic("t", schema=SCHEMA)
-    hung = broker.producer(transactional_id="hung", transaction_timeout_ms=200)
+    hung = broker.producer(transactional_id="hung", transaction_timeout_ms=1000)
     hung.init_transactions()
     hung.begin_transaction()
     hung.send("t", rows(2, "hung"))
@@ -305,7 +305,7 @@ def test_hung_transaction_is_aborted_by_the_timeout_sweep(backend):
     assert lso(broker, "t") == 0 and read(broker, ["t"]) == []
     assert [h.transactional_id for h in broker.find_hanging_transactions(older_than_ms=0)] == ["hung"]
     assert broker.abort_expired_transactions() == []  # not yet past its timeout
-    time.sleep(0.3)
+    time.sleep(1.1)
     hanging = broker.find_hanging_transactions()
     assert [(h.transactional_id, h.partitions) for h in hanging] == [("hung", [TopicPartition("t", 0)])]
     done = broker.abort_expired_transactions()
