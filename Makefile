@@ -1,0 +1,41 @@
+# The two set-up commands are `make demo` and `make test`; both install what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export PATH := $(abspath $(VENV)/bin):$(PATH)
+
+.PHONY: install system-deps test demo lint bench chaos clean
+
+install: $(STAMP) system-deps
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
+	touch $(STAMP)
+
+system-deps:
+	bash scripts/system-deps.sh
+
+test: install
+	$(PY) -m pytest tests $(ARGS)
+
+demo: install
+	$(PY) -m txn_broker.demo
+	@if [ -f scripts/airflow_demo.py ]; then $(PY) scripts/airflow_demo.py; fi
+
+lint: install
+	$(VENV)/bin/ruff check txn_broker plugins dags spark_apps tests bench
+	$(VENV)/bin/mypy txn_broker
+
+bench: install
+	$(PY) -m bench $(ARGS)
+
+chaos: install
+	$(PY) -m pytest tests/chaos -m chaos $(ARGS)
+
+clean:
+	rm -rf $(VENV) .txn_broker .pytest_cache .mypy_cache .ruff_cache
