@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from functools import partial
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
