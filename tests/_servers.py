@@ -137,7 +137,7 @@ class S3Server:
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         exe = Path(sys.executable).with_name("moto_server")
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
-        self.log = tempfile.NamedTemporaryFile(prefix="txnb-moto-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(prefix="txnb-moto-", suffix=".log", delete=False)  # noqa: SIM115
         self.proc = subprocess.Popen([*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         _wait(self._ready, "moto_server")

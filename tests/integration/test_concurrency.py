@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from _procs import run_all, start
 
 from txn_broker import TopicPartition
-
-from _procs import run_all, start
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -7,10 +7,9 @@ import json
 import time
 
 import pytest
+from _procs import run_all, start
 
 from txn_broker import TopicPartition
-
-from _procs import run_all, start
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

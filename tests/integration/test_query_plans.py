@@ -15,9 +15,11 @@ def _fill(engine, segments_per_partition=5000, partitions=8):
             "INSERT INTO topics VALUES (1, 'big', :n, '', '{}', 0)"), {"n": partitions})
         conn.execute(sa.text(
             "INSERT INTO partitions (topic_id, partition_no, high_watermark) "
-            "SELECT 1, p, :segs * 10 FROM generate_series(0, :n - 1) p"), {"n": partitions, "segs": segments_per_partition})
+            "SELECT 1, p, :segs * 10 FROM generate_series(0, :n - 1) p"),
+            {"n": partitions, "segs": segments_per_partition})
         conn.execute(sa.text(
-            "INSERT INTO transactions (txn_id, transactional_id, producer_id, producer_epoch, timeout_ms, start_ms, outcome) "
+            "INSERT INTO transactions (txn_id, transactional_id, producer_id, producer_epoch, timeout_ms, "
+            "start_ms, outcome) "
             "SELECT t, 'x', 1, 0, 1000, 0, CASE WHEN t % 2 = 0 THEN 'COMMIT' ELSE 'ABORT' END "
             "FROM generate_series(1, :segs) t"), {"segs": segments_per_partition})
         conn.execute(sa.text(
