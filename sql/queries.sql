@@ -61,7 +61,7 @@ FROM partitions p
 WHERE p.topic_id = :topic_id AND p.partition_no = :partition_no;
 
 -- topic_partition_offsets --
--- Offsets, segment counts and bytes of every partition of a topic
+-- Offsets, segment counts and bytes (of segments not purged by gc) of every partition of a topic
 SELECT p.partition_no,
        p.log_start_offset,
        p.high_watermark,
@@ -70,17 +70,20 @@ SELECT p.partition_no,
                    AND o.marker IS NULL AND o.first_offset IS NOT NULL),
                 p.high_watermark) AS last_stable_offset,
        (SELECT COUNT(*) FROM segments s
-        WHERE s.topic_id = p.topic_id AND s.partition_no = p.partition_no) AS segment_count,
-       (SELECT COALESCE(SUM(s.size_bytes), 0) FROM segments s
-        WHERE s.topic_id = p.topic_id AND s.partition_no = p.partition_no) AS size_bytes
+        WHERE s.topic_id = p.topic_id AND s.partition_no = p.partition_no
+          AND s.purged_ms IS NULL) AS segment_count,
+       (SELECT CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) FROM segments s
+        WHERE s.topic_id = p.topic_id AND s.partition_no = p.partition_no
+          AND s.purged_ms IS NULL) AS size_bytes
 FROM partitions p
 WHERE p.topic_id = :topic_id
 ORDER BY p.partition_no;
 
 -- fetch_plan --
 -- The segments overlapping [start_offset, end_offset) with their transaction's marker
+-- (purged_ms set: gc deleted the object of an aborted segment; every reader skips it)
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
-       s.producer_id, s.max_timestamp_ms, m.marker
+       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -303,9 +306,9 @@ LIMIT :limit;
 SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.state, i.timeout_ms, i.txn_id,
        i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms,
        (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = i.txn_id) AS partition_count,
-       (SELECT COALESCE(SUM(tp.record_count), 0) FROM txn_partitions tp
+       (SELECT CAST(COALESCE(SUM(tp.record_count), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS record_count,
-       (SELECT COALESCE(SUM(tp.size_bytes), 0) FROM txn_partitions tp
+       (SELECT CAST(COALESCE(SUM(tp.size_bytes), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS size_bytes
 FROM transactional_ids i
 ORDER BY i.transactional_id;
@@ -315,9 +318,9 @@ ORDER BY i.transactional_id;
 SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.state, i.timeout_ms, i.txn_id,
        i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms,
        (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = i.txn_id) AS partition_count,
-       (SELECT COALESCE(SUM(tp.record_count), 0) FROM txn_partitions tp
+       (SELECT CAST(COALESCE(SUM(tp.record_count), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS record_count,
-       (SELECT COALESCE(SUM(tp.size_bytes), 0) FROM txn_partitions tp
+       (SELECT CAST(COALESCE(SUM(tp.size_bytes), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS size_bytes
 FROM transactional_ids i
 WHERE i.transactional_id = :transactional_id;
@@ -375,9 +378,9 @@ ORDER BY i.txn_start_ms, t.name, tp.partition_no;
 SELECT x.txn_id, x.transactional_id, x.producer_id, x.producer_epoch, x.timeout_ms, x.start_ms,
        x.end_ms, x.outcome, {now_ms} AS now_ms,
        (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = x.txn_id) AS partition_count,
-       (SELECT COALESCE(SUM(tp.record_count), 0) FROM txn_partitions tp
+       (SELECT CAST(COALESCE(SUM(tp.record_count), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = x.txn_id) AS record_count,
-       (SELECT COALESCE(SUM(tp.size_bytes), 0) FROM txn_partitions tp
+       (SELECT CAST(COALESCE(SUM(tp.size_bytes), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = x.txn_id) AS size_bytes
 FROM transactions x
 ORDER BY x.txn_id DESC
@@ -386,3 +389,172 @@ LIMIT :limit;
 -- segment_by_object_key --
 -- Whether an upload whose registration had no answer was registered after all
 SELECT base_offset, record_count, base_sequence FROM segments WHERE object_key = :object_key;
+
+-- ui_current_outcomes --
+-- Area: the Airflow UI (plugins/txn_broker_airflow/ui), monitoring reads only.
+-- The outcome and end time of every transactional id's current (or last) transaction
+SELECT i.transactional_id, x.outcome, x.end_ms
+FROM transactional_ids i JOIN transactions x ON x.txn_id = i.txn_id;
+
+-- partitions_page --
+-- Area: garbage collection and fsck (txn_broker/gc.py, orphans.py, fsck.py), to the end of this group.
+-- Partitions with their topic, in (topic_id, partition_no) order, one page after a key
+SELECT p.topic_id, t.name AS topic, t.config, p.partition_no, p.log_start_offset,
+       p.high_watermark
+FROM partitions p JOIN topics t ON t.topic_id = p.topic_id
+WHERE p.topic_id > :after_topic_id
+   OR (p.topic_id = :after_topic_id AND p.partition_no > :after_partition_no)
+ORDER BY p.topic_id, p.partition_no
+LIMIT :limit;
+
+-- partition_exists --
+-- Whether a partition is in the metadata
+SELECT 1 AS found FROM partitions WHERE topic_id = :topic_id AND partition_no = :partition_no;
+
+-- lock_partition --
+-- A partition's log start and high watermark, its row locked (retention moves the log start)
+SELECT log_start_offset, high_watermark FROM partitions
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+{for_update};
+
+-- segments_page --
+-- One page of a partition's segments in offset order, with their transaction entry's marker
+SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
+       s.max_timestamp_ms, s.purged_ms, m.txn_id AS entry_txn_id, m.marker
+FROM segments s
+LEFT JOIN txn_partitions m
+       ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no AND s.base_offset > :after_offset
+ORDER BY s.base_offset
+LIMIT :limit;
+
+-- partition_live_bytes --
+-- Bytes of a partition's segments from an offset on whose objects are still stored
+SELECT CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT) FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset >= :start_offset
+  AND purged_ms IS NULL;
+
+-- advance_log_start --
+-- Retention: move the log start forward (compare-and-set; never past the high watermark)
+UPDATE partitions SET log_start_offset = :new_start
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND log_start_offset = :old_start AND :new_start <= high_watermark;
+
+-- queue_truncated_objects --
+-- Retention: queue the objects of the segments below the new log start for deletion
+INSERT INTO object_deletions (object_key, reason, requested_ms)
+SELECT object_key, 'retention', {now_ms} FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset < :new_start
+  AND purged_ms IS NULL
+ON CONFLICT (object_key) DO NOTHING;
+
+-- delete_truncated_segments --
+-- Retention: drop the segment rows below the new log start
+DELETE FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset < :new_start;
+
+-- unpurged_aborts --
+-- Partition entries of aborted transactions whose segments gc has not purged yet, one page
+-- after a (txn_id, topic_id, partition_no) key
+SELECT tp.txn_id, tp.topic_id, t.name AS topic, tp.partition_no
+FROM txn_partitions tp
+JOIN topics t ON t.topic_id = tp.topic_id
+JOIN transactions x ON x.txn_id = tp.txn_id AND x.outcome = 'ABORT'
+WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL
+  AND (tp.txn_id > :after_txn_id
+       OR (tp.txn_id = :after_txn_id
+           AND (tp.topic_id > :after_topic_id
+                OR (tp.topic_id = :after_topic_id AND tp.partition_no > :after_partition_no))))
+ORDER BY tp.txn_id, tp.topic_id, tp.partition_no
+LIMIT :limit;
+
+-- aborted_segment_totals --
+-- Segments (count, bytes) of one aborted transaction in one partition, not yet purged
+SELECT COUNT(*) AS segment_count, CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) AS size_bytes
+FROM segments s
+WHERE s.txn_id = :txn_id AND s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.purged_ms IS NULL;
+
+-- queue_aborted_objects --
+-- Queue the objects of an aborted transaction's segments in one partition for deletion
+INSERT INTO object_deletions (object_key, reason, requested_ms)
+SELECT s.object_key, 'aborted', {now_ms} FROM segments s
+WHERE s.txn_id = :txn_id AND s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.purged_ms IS NULL
+ON CONFLICT (object_key) DO NOTHING;
+
+-- purge_aborted_segments --
+-- Hide an aborted transaction's segments in one partition from every reader (rows stay)
+UPDATE segments SET purged_ms = {now_ms}
+WHERE txn_id = :txn_id AND topic_id = :topic_id AND partition_no = :partition_no
+  AND purged_ms IS NULL;
+
+-- mark_abort_purged --
+-- Note that an aborted transaction's entry in one partition has been purged
+UPDATE txn_partitions SET purged_ms = {now_ms}
+WHERE txn_id = :txn_id AND topic_id = :topic_id AND partition_no = :partition_no
+  AND marker = 'ABORT' AND purged_ms IS NULL;
+
+-- due_object_deletions --
+-- Queued objects whose delete delay has passed, oldest first
+SELECT object_key FROM object_deletions
+WHERE requested_ms <= {now_ms} - :delay_ms
+ORDER BY requested_ms, object_key
+LIMIT :limit;
+
+-- due_object_deletion_count --
+-- How many queued objects are past their delete delay
+SELECT COUNT(*) FROM object_deletions WHERE requested_ms <= {now_ms} - :delay_ms;
+
+-- waiting_object_deletions --
+-- How many queued objects still wait for their delete delay
+SELECT COUNT(*) FROM object_deletions WHERE requested_ms > {now_ms} - :delay_ms;
+
+-- forget_object_deletion --
+-- The object is deleted: drop it from the queue
+DELETE FROM object_deletions WHERE object_key = :object_key;
+
+-- partition_object_keys --
+-- One page of the object keys a partition's segments reference, in offset order
+SELECT base_offset, object_key FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset > :after_offset
+ORDER BY base_offset
+LIMIT :limit;
+
+-- object_key_known --
+-- Whether a segment row or the deletion queue references an object key
+SELECT 1 AS found FROM segments WHERE object_key = :object_key
+UNION ALL
+SELECT 1 AS found FROM object_deletions WHERE object_key = :object_key;
+
+-- segment_state_by_key --
+-- A segment by object key, with whether gc purged it (fsck re-checks a missing object)
+SELECT topic_id, partition_no, base_offset, purged_ms FROM segments WHERE object_key = :object_key;
+
+-- fsck_entries_without_transaction --
+-- Transaction partition entries (markers) whose transaction row does not exist
+SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.marker
+FROM txn_partitions tp
+WHERE NOT EXISTS (SELECT 1 FROM transactions x WHERE x.txn_id = tp.txn_id)
+ORDER BY tp.txn_id, tp.topic_id, tp.partition_no
+LIMIT :limit;
+
+-- fsck_marker_outcome_mismatches --
+-- Markers that disagree with their transaction's recorded outcome
+SELECT tp.txn_id, x.transactional_id, tp.topic_id, tp.partition_no, tp.marker, x.outcome
+FROM txn_partitions tp JOIN transactions x ON x.txn_id = tp.txn_id
+WHERE (tp.marker IS NOT NULL AND (x.outcome IS NULL OR x.outcome <> tp.marker))
+   OR (tp.marker IS NULL AND x.outcome IS NOT NULL)
+ORDER BY tp.txn_id, tp.topic_id, tp.partition_no
+LIMIT :limit;
+
+-- spark_committed_txns_beyond --
+-- Spark data source (txn_broker/spark/offsets.py), the atomic end of a read: the committed
+-- transactions with records at or after :end_offset in one partition, and every partition
+-- each of them wrote with its first offset there
+SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
+FROM txn_partitions tp
+WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
+  AND tp.txn_id IN (SELECT s.txn_id FROM segments s
+                    WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+                      AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);

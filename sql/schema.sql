@@ -60,6 +60,7 @@ CREATE TABLE segments (
     txn_id            BIGINT REFERENCES transactions (txn_id),
     max_timestamp_ms  BIGINT NOT NULL,
     created_ms        BIGINT NOT NULL,
+    purged_ms         BIGINT,            -- set: aborted and purged by gc (offsets stay occupied)
     PRIMARY KEY (topic_id, partition_no, base_offset),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE
@@ -125,6 +126,7 @@ CREATE TABLE txn_partitions (
     marker          TEXT CHECK (marker IN ('COMMIT', 'ABORT')),
     marker_offset   BIGINT,
     marker_ms       BIGINT,
+    purged_ms       BIGINT,              -- set: gc purged this aborted entry's segments
     PRIMARY KEY (txn_id, topic_id, partition_no),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE
@@ -133,6 +135,8 @@ CREATE INDEX txn_partitions_open ON txn_partitions (topic_id, partition_no, firs
     WHERE marker IS NULL;
 CREATE INDEX txn_partitions_aborted ON txn_partitions (topic_id, partition_no, first_offset)
     WHERE marker = 'ABORT';
+CREATE INDEX txn_partitions_unpurged_aborts ON txn_partitions (txn_id)
+    WHERE marker = 'ABORT' AND purged_ms IS NULL;
 
 -- Group offsets sent inside a transaction; applied to group_offsets when it commits.
 CREATE TABLE txn_offsets (
@@ -158,6 +162,15 @@ CREATE TABLE group_offsets (
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE
 );
+
+-- Objects whose metadata is gone (aborted and purged, or truncated by retention), deleted
+-- by gc once requested_ms is older than its delete delay, so in-flight reads finish first.
+CREATE TABLE object_deletions (
+    object_key    TEXT PRIMARY KEY,
+    reason        TEXT NOT NULL,
+    requested_ms  BIGINT NOT NULL
+);
+CREATE INDEX object_deletions_by_age ON object_deletions (requested_ms);
 
 INSERT INTO counters (name, value) VALUES ('producer_id', 0);
 INSERT INTO counters (name, value) VALUES ('topic_id', 0);

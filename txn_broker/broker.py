@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -37,6 +37,10 @@ from .names import validate_id, validate_partition
 from .states import TxnState
 from .storage import ObjectStore, open_store
 from .topics import TopicMeta, Topics
+
+if TYPE_CHECKING:
+    from .fsck import FsckReport
+    from .gc import GcReport
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +298,23 @@ class Broker:
     def recent_transactions(self, limit: int = 200) -> list[dict[str, Any]]:
         """Transaction instances, newest first, for monitoring."""
         return [dict(r._mapping) for r in self.db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def gc(self, *, dry_run: bool = False, orphan_grace_ms: int | None = None,
+           delete_delay_ms: int | None = None) -> GcReport:
+        """Garbage collection: :func:`txn_broker.gc.collect_garbage` (returns a GcReport)."""
+        from .gc import DEFAULT_DELETE_DELAY_MS, collect_garbage
+
+        return collect_garbage(self, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
+                               delete_delay_ms=DEFAULT_DELETE_DELAY_MS if delete_delay_ms is None
+                               else delete_delay_ms)
+
+    def fsck(self) -> FsckReport:
+        """Check metadata against storage: :func:`txn_broker.fsck.check` (returns an FsckReport)."""
+        from .fsck import check
+
+        return check(self)
 
     def close(self) -> None:
         self.db.dispose()

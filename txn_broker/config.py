@@ -18,6 +18,10 @@ from .errors import InvalidConfigError
 DAY_MS = 24 * 3600 * 1000
 
 
+#: settings for which 0 makes no sense (no threads, no connections, no bytes)
+_POSITIVE = ("max_transaction_timeout_ms", "segment_bytes", "max_message_bytes", "upload_threads", "pool_size")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Broker settings (Kafka's names where they exist), passed as ``connect(**settings)``."""
@@ -51,8 +55,9 @@ class Settings:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise InvalidConfigError(f"broker setting {name} must be a non-negative int")
         settings = cls(**values)
-        if settings.max_transaction_timeout_ms <= 0 or settings.segment_bytes <= 0:
-            raise InvalidConfigError("max_transaction_timeout_ms and segment_bytes must be > 0")
+        zero = [name for name in _POSITIVE if getattr(settings, name) <= 0]
+        if zero:
+            raise InvalidConfigError(f"broker setting(s) {', '.join(zero)} must be > 0")
         return settings
 
 

@@ -3,6 +3,7 @@ level, and offsets committed for a consumer group (the next offset to read, as i
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -143,14 +144,23 @@ class Consumer:
         read_committed returns records below the last stable offset only, and never
         those of aborted transactions. An empty table when nothing arrives in time."""
         self._check_open()
-        if not isinstance(max_records, int) or max_records <= 0:
+        if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records <= 0:
             raise InvalidConfigError(f"max_records must be a positive int, got {max_records!r}")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or math.isnan(timeout_s) \
+                or timeout_s < 0:
+            raise InvalidConfigError(f"timeout_s must be a non-negative number of seconds, got {timeout_s!r}")
         if not self._assignment:
             raise IllegalStateError("poll() needs assign() or subscribe() first")
-        deadline = time.monotonic() + max(float(timeout_s), 0.0)
+        deadline = time.monotonic() + float(timeout_s)
         delay = 0.02
         while True:
-            tables = self._fetch(max_records)
+            saved = dict(self._positions)
+            try:
+                tables = self._fetch(max_records)
+            except BaseException:
+                # records read from earlier partitions were never returned: do not skip them
+                self._positions = saved
+                raise
             if tables or time.monotonic() >= deadline:
                 break
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
@@ -194,7 +204,7 @@ class Consumer:
         for seg in segments:
             if limit <= 0 or position >= end:
                 break
-            if seg.aborted and self.isolation_level == READ_COMMITTED:
+            if seg.skipped_at(self.isolation_level):
                 position = min(seg.end_offset, end)
                 continue
             rows = read_rows(self._cache.get(seg), seg, position, min(end, position + limit))

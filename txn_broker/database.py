@@ -23,7 +23,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine, Row
 
 from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed as txn_broker.sql
-from .errors import DatabaseUnavailableError
+from .errors import DatabasePermissionError, DatabaseUnavailableError, TxnBrokerError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,6 +44,7 @@ _DIALECT_FRAGMENTS = {
 # Errors after which the database certainly rolled the transaction back, so running
 # the whole unit of work again is safe: deadlocks, serialisation failures, a busy SQLite.
 _ROLLED_BACK_SQLSTATES = {"40001", "40P01", "55P03"}
+_INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def mask_url(url: str | sa.URL) -> str:
@@ -99,6 +100,15 @@ class Tx:
         return self._conn.execute(sa.text(statement), params)
 
 
+def _database_error(url: sa.URL, error: exc.DBAPIError) -> TxnBrokerError:
+    """The typed error for a driver error: missing privileges are fatal, the rest retriable."""
+    detail = (f"{type(error.orig).__name__}: "
+              f"{str(error.orig).strip().splitlines()[0] if error.orig else error}")
+    if getattr(getattr(error, "orig", None), "pgcode", None) == _INSUFFICIENT_PRIVILEGE:
+        return DatabasePermissionError(f"database {mask_url(url)} refused: {detail}")
+    return DatabaseUnavailableError(f"database {mask_url(url)} failed: {detail}")
+
+
 def _is_retriable(error: exc.DBAPIError) -> bool:
     orig = getattr(error, "orig", None)
     if getattr(orig, "pgcode", None) in _ROLLED_BACK_SQLSTATES:
@@ -126,7 +136,7 @@ class Database:
     def _create_engine(self, pool_size: int) -> Engine:
         if self.dialect == "sqlite":
             engine = sa.create_engine(
-                self.url, connect_args={"timeout": 60, "check_same_thread": False}
+                self.url, connect_args={"timeout": 60, "check_same_thread": False}, hide_parameters=True
             )
 
             @event.listens_for(engine, "connect")
@@ -150,6 +160,9 @@ class Database:
             pool_size=pool_size,
             max_overflow=pool_size * 2,
             pool_pre_ping=True,
+            # bound values (a login's password, user data) never reach SQLAlchemy's logs
+            # or its exception messages, even with statement logging on
+            hide_parameters=True,
             connect_args={"connect_timeout": 10, "application_name": "txn_broker"},
         )
 
@@ -167,10 +180,7 @@ class Database:
         except exc.DBAPIError as error:
             if isinstance(error, exc.IntegrityError):
                 raise
-            raise DatabaseUnavailableError(
-                f"database {mask_url(self.url)} failed: {type(error.orig).__name__}: "
-                f"{str(error.orig).strip().splitlines()[0] if error.orig else error}"
-            ) from None
+            raise _database_error(self.url, error) from None
 
     def run(self, work: Callable[[Tx], T], *, write: bool = True, attempts: int = 8) -> T:
         """Run ``work`` in a transaction, again from the start after a deadlock,
@@ -189,10 +199,7 @@ class Database:
                     time.sleep(delay * (1 + random.random()))
                     delay = min(delay * 2, 1.0)
                     continue
-                raise DatabaseUnavailableError(
-                    f"database {mask_url(self.url)} failed: {type(error.orig).__name__}: "
-                    f"{str(error.orig).strip().splitlines()[0] if error.orig else error}"
-                ) from None
+                raise _database_error(self.url, error) from None
         raise AssertionError("unreachable")
 
     def read(self, work: Callable[[Tx], T]) -> T:

@@ -150,6 +150,13 @@ class DatabaseUnavailableError(TxnBrokerError):
     retriable = True
 
 
+class DatabasePermissionError(TxnBrokerError):
+    """The database role lacks a privilege this operation needs (see sql/roles.sql):
+    connect as the role meant for it; retrying cannot help."""
+
+    fatal = True
+
+
 class StorageUnavailableError(TxnBrokerError):
     """Object storage cannot be reached or keeps failing; retry with backoff."""
 

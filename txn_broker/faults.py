@@ -7,12 +7,19 @@ recovered. Two ways to arm a point:
 * across processes: ``TXN_BROKER_FAULTS="commit.after_prepare=kill,produce.after_register=lose"``.
   Actions: ``kill`` (SIGKILL this process), ``raise`` (an InjectedFault),
   ``lose`` (the step succeeded but its reply is lost: a retriable error is raised after it),
-  ``sleep:MS``. ``TXN_BROKER_FAULTS_KILL_RATE=0.02`` kills at any point with that
-  probability (seeded by ``TXN_BROKER_FAULTS_SEED``), for randomized chaos runs.
+  ``sleep:MS``, ``pause:PATH`` (write this process's pid to PATH, then wait, up to 10
+  minutes, to be killed: a test that must kill a whole process tree, such as a Spark
+  driver with its JVM and Python workers, waits for PATH and kills it at that step).
+  ``TXN_BROKER_FAULTS_KILL_RATE=0.02`` kills at any point with that probability
+  (seeded by ``TXN_BROKER_FAULTS_SEED``), for randomized chaos runs.
 
 Points: produce.after_upload, produce.after_register, offsets.after_send,
 commit.before_prepare, commit.after_prepare, commit.after_complete,
-abort.after_prepare, abort.after_complete, sweep.after_fence, sweep.after_claim.
+abort.after_prepare, abort.after_complete, sweep.after_fence, sweep.after_claim,
+and in the Spark data source: spark.before_register (the executors uploaded a write's
+segments; the driver-side commit is about to register them), spark.after_register (they
+are registered in the open transaction), spark.before_commit (``txn_stage``: the stage's
+work is done, its offsets and commit are next).
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ POINTS = (
     "abort.after_complete",
     "sweep.after_fence",
     "sweep.after_claim",
+    "spark.before_register",
+    "spark.after_register",
+    "spark.before_commit",
 )
 
 
@@ -79,6 +89,13 @@ def perform(action: str, point: str) -> None:
         raise LostReply(f"injected: reply of {point} lost")
     elif action.startswith("sleep:"):
         time.sleep(int(action.split(":", 1)[1]) / 1000)
+    elif action.startswith("pause:"):
+        path = action.split(":", 1)[1]
+        with open(path + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
+        time.sleep(600)
+        raise InjectedFault(f"injected pause at {point} was never ended by a kill")
     else:
         raise InjectedFault(f"injected fault at {point}")
 

@@ -45,6 +45,8 @@ class PlannedSegment:
     object_key: str
     txn_id: int | None
     marker: str | None
+    #: gc deleted this aborted segment's object; its offsets stay occupied
+    purged: bool = False
 
     @property
     def end_offset(self) -> int:
@@ -53,6 +55,11 @@ class PlannedSegment:
     @property
     def aborted(self) -> bool:
         return self.marker == "ABORT"
+
+    def skipped_at(self, isolation_level: str) -> bool:
+        """Whether a reader at ``isolation_level`` skips this segment without loading it:
+        purged segments at every level, aborted ones at read_committed."""
+        return self.purged or (self.aborted and isolation_level == READ_COMMITTED)
 
 
 def partition_offsets(tx: Tx, topic_id: int, partition: int) -> PartitionOffsets | None:
@@ -70,7 +77,8 @@ def plan_segments(tx: Tx, topic_id: int, partition: int, start: int, end: int,
     rows = tx.all("fetch_plan", topic_id=topic_id, partition_no=partition, start_offset=start,
                   end_offset=end, max_segments=max_segments)
     return [PlannedSegment(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.txn_id,
-                           r.marker) for r in rows if r.base_offset + r.record_count > start]
+                           r.marker, r.purged_ms is not None)
+            for r in rows if r.base_offset + r.record_count > start]
 
 
 def plan_fetch(db: Database, topic_id: int, partition: int, start: int | None,
@@ -117,6 +125,11 @@ class SegmentCache:
 
 
 def load_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Table:
+    if segment.purged:
+        raise CorruptSegmentError(
+            f"segment {segment.object_key} (offsets {segment.base_offset}..{segment.end_offset - 1}) "
+            "belongs to an aborted transaction purged by gc; readers must skip it"
+        )
     try:
         data = store.get(segment.object_key)
     except ObjectNotFoundError:

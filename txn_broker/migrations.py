@@ -66,6 +66,11 @@ def upgrade_db(db: Database) -> list[str]:
                 t=int(tx.scalar("now_ms")),
             )
             applied.append(version)
+        if applied and db.dialect == "postgresql":
+            from .roles import apply_in, roles_exist
+
+            if roles_exist(tx):  # new tables get the least-privilege grants at once
+                apply_in(tx)
         return applied
 
     return db.run(work)

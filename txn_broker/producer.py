@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .coordinator import (
     AppendResult,
@@ -107,6 +108,8 @@ class Producer:
         self._lock = threading.RLock()
         self._buffers: dict[tuple[int, int], _Buffer] = {}
         self._pending: list[SegmentWrite] = []  # uploaded, not yet acknowledged
+        # encoded and numbered, but the upload failed: the next flush uploads them again
+        self._unuploaded: list[tuple[SegmentWrite, bytes]] = []
         self._next_seq: dict[tuple[int, int], int] = {}
         self._sticky: dict[str, int] = {}
         self._topic_names: dict[int, str] = {}
@@ -380,7 +383,8 @@ class Producer:
 
     def _flush(self, keys: list[tuple[int, int]]) -> list[AppendResult]:
         ident = self._identity()
-        staged: list[tuple[SegmentWrite, bytes]] = []
+        # batches whose upload failed before come first: they hold the lower sequences
+        staged, self._unuploaded = self._unuploaded, []
         for key in sorted(keys):
             buf = self._buffers.pop(key, None)
             if not buf or not buf.tables:
@@ -400,10 +404,14 @@ class Producer:
                 object_key=(f"topics/{topic_id}/{partition}/{ident.producer_id}-{ident.epoch}-"
                             f"{seq}-{uuid.uuid4().hex[:12]}.arrow"),
                 base_sequence=seq,
-                max_timestamp_ms=int(max(ts.to_pylist())),
+                max_timestamp_ms=int(pc.max(ts).as_py()),  # vectorised: no per-record Python
             ), payload))
         if staged:
-            self._upload(staged)
+            try:
+                self._upload(staged)
+            except BaseException:
+                self._unuploaded = staged  # a retried flush or commit uploads them again
+                raise
             self._pending.extend(w for w, _ in staged)
             fault_point("produce.after_upload")
         if not self._pending:
@@ -455,6 +463,10 @@ class Producer:
     def _resolve_pending(self) -> None:
         """Before dropping unacknowledged uploads (abort), learn which were registered after
         all, so no sequence number is ever reused for different data."""
+        for w, _ in self._unuploaded:  # never registered: their sequence numbers are free
+            key = (w.topic_id, w.partition)
+            self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)
+        self._unuploaded = []
         for w in self._pending:
             stored = self._retrying(partial(self._broker.segment_registered, w.object_key))
             if not stored:  # never stored: its sequence number is free again
@@ -479,6 +491,7 @@ class Producer:
     def _discard_buffers(self) -> None:
         self._buffers.clear()
         self._pending = []
+        self._unuploaded = []
 
     def close(self) -> None:
         """Flush an idempotent producer; abort a transaction still open. Idempotent."""

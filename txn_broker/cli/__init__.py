@@ -1,0 +1,1 @@
+"""The ``txn-broker`` command line (entry point :func:`txn_broker.cli.main.main`)."""

@@ -9,8 +9,9 @@ from .base import ObjectInfo, ObjectNotFoundError, ObjectStore
 from .local import LocalObjectStore
 
 
-def open_store(url: str) -> ObjectStore:
-    """The object store named by ``file:///path`` or ``s3://bucket/prefix``."""
+def open_store(url: str, s3_endpoint_url: str | None = None) -> ObjectStore:
+    """The object store named by ``file:///path`` or ``s3://bucket/prefix``. For S3,
+    ``s3_endpoint_url`` (else ``TXN_BROKER_S3_ENDPOINT_URL``, else AWS) names the endpoint."""
     parsed = urlparse(url)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
@@ -21,7 +22,7 @@ def open_store(url: str) -> ObjectStore:
 
         if not parsed.netloc:
             raise InvalidConfigError(f"S3 storage URL needs a bucket: s3://bucket/prefix, got {url!r}")
-        return S3ObjectStore(parsed.netloc, parsed.path.strip("/"))
+        return S3ObjectStore(parsed.netloc, parsed.path.strip("/"), endpoint_url=s3_endpoint_url)
     raise InvalidConfigError(f"unsupported storage URL {url!r}: use file:///path or s3://bucket/prefix")
 
 

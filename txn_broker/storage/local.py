@@ -37,7 +37,10 @@ class LocalObjectStore:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError as error:
-            tmp.unlink(missing_ok=True)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:  # the directory itself is the problem; nothing was left there
+                pass
             raise StorageUnavailableError(f"cannot write {path}: {error.strerror}") from error
 
     def get(self, key: str) -> bytes:
@@ -56,9 +59,11 @@ class LocalObjectStore:
         return ObjectInfo(key, st.st_size, int(st.st_mtime * 1000))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        if not self.root.exists():
+        # walk only the directory the prefix names, not the whole store
+        top = self.root.joinpath(*prefix.split("/")[:-1]) if "/" in prefix else self.root
+        if ".." in prefix.split("/") or not top.is_dir():
             return
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(top):
             for name in files:
                 path = Path(dirpath) / name
                 key = path.relative_to(self.root).as_posix()

@@ -24,7 +24,8 @@ _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 
 
 class S3ObjectStore:
-    def __init__(self, bucket: str, prefix: str = "", *, max_attempts: int = 6) -> None:
+    def __init__(self, bucket: str, prefix: str = "", *, max_attempts: int = 6,
+                 endpoint_url: str | None = None) -> None:
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.url = f"s3://{bucket}/{prefix}"
@@ -34,7 +35,8 @@ class S3ObjectStore:
             read_timeout=30,
             max_pool_connections=16,
         )
-        self._endpoint = s3_endpoint_url()
+        #: the S3 endpoint (None: AWS); default ``TXN_BROKER_S3_ENDPOINT_URL``
+        self.endpoint_url = endpoint_url or s3_endpoint_url()
         self._local = threading.local()
 
     @property
@@ -44,7 +46,7 @@ class S3ObjectStore:
         client = getattr(self._local, "client", None)
         if client is None:
             client = boto3.session.Session().client(
-                "s3", endpoint_url=self._endpoint, config=self._config
+                "s3", endpoint_url=self.endpoint_url, config=self._config
             )
             self._local.client = client
         return client

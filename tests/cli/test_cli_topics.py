@@ -1,0 +1,90 @@
+"""``txn-broker topics ...`` through the console script, on both backends."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from _cli import error_line, run, run_json
+
+pytestmark = pytest.mark.integration
+
+PARTITION_KEYS = {"partition", "log_start_offset", "high_watermark", "last_stable_offset", "segments", "size_bytes"}
+TOPIC_KEYS = {"name", "topic_id", "created_ms", "config", "schema", "partitions"}
+
+
+def test_topics_create_list_describe_delete(backend, tmp_path):
+    created = run_json(backend, "topics", "create", "orders", "--partitions", "3",
+                       "--schema", "order_id:string not null,amount:float64,ts:timestamp[ms, tz=UTC]",
+                       "--config", "retention.ms=86400000", "retention.bytes=1000000")
+    assert set(created) == TOPIC_KEYS
+    assert created["config"] == {"retention.ms": 86400000, "retention.bytes": 1000000,
+                                 "max.message.bytes": 1048588}
+    assert created["schema"] == {"fields": [
+        {"name": "order_id", "type": "string", "nullable": False},
+        {"name": "amount", "type": "double", "nullable": True},
+        {"name": "ts", "type": "timestamp[ms, tz=UTC]", "nullable": True},
+    ]}
+    assert [p["partition"] for p in created["partitions"]] == [0, 1, 2]
+    assert all(set(p) == PARTITION_KEYS for p in created["partitions"])
+
+    # describe --json's schema is a --schema-file: the schema round-trips
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(json.dumps(created["schema"]))
+    human = run(backend, "topics", "create", "orders_copy", "--partitions", "1", "--schema-file", str(schema_file))
+    assert human.out.strip() == "Created topic orders_copy with 1 partition."
+    run(backend, "topics", "create", "raw", "--partitions", "2")  # Kafka's key/value/headers schema
+
+    broker = backend.connect()
+    assert broker.describe_topic("orders_copy").schema.equals(broker.describe_topic("orders").schema)
+    assert broker.describe_topic("orders").schema.field("order_id").nullable is False
+    producer = broker.producer()
+    producer.send("orders", [{"order_id": "a", "amount": 1.0}, {"order_id": "b", "amount": 2.0}], partition=1)
+    producer.flush()
+
+    listing = run_json(backend, "topics", "list")
+    assert [t["name"] for t in listing["topics"]] == ["orders", "orders_copy", "raw"]
+    orders = listing["topics"][0]
+    assert set(orders) == {"name", "topic_id", "partition_count", "records", "segments", "size_bytes", "config"}
+    assert (orders["partition_count"], orders["records"], orders["segments"]) == (3, 2, 1)
+    table = run(backend, "topics", "list").out.splitlines()
+    assert table[0].split() == ["TOPIC", "PARTITIONS", "RECORDS", "SEGMENTS", "BYTES", "RETENTION_MS",
+                                "RETENTION_BYTES"]
+    assert table[1].split()[:4] == ["orders", "3", "2", "1"]
+
+    described = run_json(backend, "topics", "describe", "orders")
+    p1 = described["partitions"][1]
+    assert (p1["log_start_offset"], p1["high_watermark"], p1["last_stable_offset"], p1["segments"]) == (0, 2, 2, 1)
+    assert p1["size_bytes"] > 0
+    text = run(backend, "topics", "describe", "orders").out
+    assert "retention.ms=86400000" in text
+    header = next(ln for ln in text.splitlines() if ln.startswith("PARTITION"))
+    assert header.split() == ["PARTITION", "LOG_START_OFFSET", "HIGH_WATERMARK", "LAST_STABLE_OFFSET",
+                              "SEGMENTS", "BYTES"]
+    row = text.splitlines()[text.splitlines().index(header) + 2].split()
+    assert row[:5] == ["1", "0", "2", "2", "1"]
+
+    assert run_json(backend, "topics", "delete", "orders_copy") == {"deleted": "orders_copy"}
+    assert run(backend, "topics", "delete", "raw").out.strip() == "Deleted topic raw."
+    assert [t["name"] for t in run_json(backend, "topics", "list")["topics"]] == ["orders"]
+
+
+def test_topics_errors(backend, tmp_path):
+    backend.connect().create_topic("t")
+    cases = [
+        (["topics", "describe", "nope"], "error: unknown topic 'nope'"),
+        (["topics", "create", "t", "--partitions", "2"], "error: topic 't' already exists"),
+        (["topics", "create", "u", "--partitions", "1", "--schema", "id:int99"], "unknown type 'int99'"),
+        (["topics", "create", "u", "--partitions", "1", "--schema", "_offset:int64"], "'_offset' is reserved"),
+        (["topics", "create", "u", "--partitions", "1", "--config", "retention.hours=1"], "retention.hours"),
+        (["topics", "create", "u", "--partitions", "1", "--schema-file", str(tmp_path / "none.json")],
+         "cannot read schema file"),
+    ]
+    for args, expected in cases:
+        line = error_line(run(backend, *args, expect=2))
+        assert expected in line, (args, line)
+    broker = backend.connect()
+    assert broker.list_topics() == ["t"]  # nothing half-written
+    assert broker.describe_topic("t").schema.equals(pa.schema(
+        [("key", pa.binary()), ("value", pa.binary()), ("headers", pa.map_(pa.string(), pa.binary()))]))

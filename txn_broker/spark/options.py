@@ -1,0 +1,256 @@
+"""The options of the ``txn_topic`` data source: parsed, validated, and turned into plain
+values that can travel to Spark's Python workers.
+
+Names follow Spark's Kafka source where they mean the same thing (``startingOffsets``,
+``endingOffsets``, ``failOnDataLoss``, ``minPartitions``, ``maxRecordsPerPartition``,
+``subscribe``); the rest are the broker's own. Option names are case-insensitive (Spark
+lower-cases them). An unknown option is an error, so a misspelt one is not silently ignored.
+
+Where the broker lives: ``database.url``, ``storage.url`` and ``s3.endpoint.url``, each
+defaulting to ``TXN_BROKER_DATABASE_URL`` / ``TXN_BROKER_STORAGE_URL`` /
+``TXN_BROKER_S3_ENDPOINT_URL`` in the environment of Spark's Python workers (which is the
+driver's environment when the SparkSession started), else the embedded default. The
+database is used on the driver side only (planning, commit); executors only read and
+write objects. Spark redacts the values of options whose name matches
+``spark.sql.redaction.options.regex`` (default ``(?i)url``) in plans and logs, which is why
+these names end in ``url``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..config import resolve_database_url, resolve_storage_url, s3_endpoint_url
+from ..coordinator import TransactionHandle
+from ..errors import InvalidConfigError
+from ..fetch import ISOLATION_LEVELS, READ_COMMITTED
+from ..names import validate_id, validate_topic_name
+
+CONNECTION_OPTIONS = ("database.url", "storage.url", "s3.endpoint.url")
+READ_OPTIONS = (
+    "topic", "topics", "subscribe", "group.id", "startingoffsets", "endingoffsets", "isolation.level",
+    "failondataloss", "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
+)
+HANDLE_OPTIONS = ("transactional.id", "producer.id", "producer.epoch", "txn.id")
+WRITE_OPTIONS = ("topic", "key.column", "segment.bytes", *HANDLE_OPTIONS)
+#: Spark's default ``spark.sql.files.maxPartitionBytes``
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+
+
+class Secret:
+    """A value (the database URL) that must never be printed: its repr is masked."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __getstate__(self) -> str:
+        return self._value
+
+    def __setstate__(self, state: str) -> None:
+        self._value = state
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the broker's metadata database and objects are. Only the driver side opens
+    the database; executors use :meth:`open_store`."""
+
+    database_url: Secret
+    storage_url: str
+    s3_endpoint_url: str | None
+
+    def open_broker(self) -> Any:
+        import txn_broker
+
+        return txn_broker.connect(self.database_url.reveal(), self.storage_url, pool_size=1)
+
+    def storage(self) -> StorageLocation:
+        return StorageLocation(self.storage_url, self.s3_endpoint_url)
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """What executors need to read and upload segment objects."""
+
+    url: str
+    s3_endpoint_url: str | None
+
+    def open_store(self) -> Any:
+        return _store(self.url, self.s3_endpoint_url)
+
+
+_stores: dict[tuple[str, str | None], Any] = {}
+
+
+def _store(url: str, endpoint: str | None) -> Any:
+    # Spark reuses Python workers across tasks: keep one store (one S3 client) per process.
+    from ..storage import open_store
+
+    store = _stores.get((url, endpoint))
+    if store is None:
+        store = _stores[(url, endpoint)] = open_store(url, endpoint)
+    return store
+
+
+def check_known(options: Mapping[str, str], known: tuple[str, ...], action: str) -> None:
+    allowed = {k.lower() for k in (*CONNECTION_OPTIONS, *known)} | {"path"}
+    unknown = sorted(k for k in options if k.lower() not in allowed)
+    if unknown:
+        raise InvalidConfigError(
+            f"unknown txn_topic {action} option(s) {unknown}; known: {sorted(allowed - {'path'})}"
+        )
+    if options.get("path"):
+        raise InvalidConfigError("txn_topic takes no path: name the topic with .option('topic', ...)")
+
+
+def connection(options: Mapping[str, str]) -> Connection:
+    url, _embedded = resolve_database_url(options.get("database.url") or None)
+    try:
+        sa.make_url(url)
+    except Exception:  # the message would quote the URL, password included
+        raise InvalidConfigError("option database.url is not a valid SQLAlchemy URL") from None
+    return Connection(Secret(url), resolve_storage_url(options.get("storage.url") or None),
+                      options.get("s3.endpoint.url") or s3_endpoint_url())
+
+
+def connection_options(broker: Any) -> dict[str, str]:
+    """The options that point a ``txn_topic`` read or write at ``broker``'s database and
+    storage. They contain the database password: pass them to Spark, never print them."""
+    opts = {
+        "database.url": broker.db.url.render_as_string(hide_password=False),
+        "storage.url": broker.store.url,
+    }
+    endpoint = getattr(broker.store, "endpoint_url", None)
+    if endpoint:
+        opts["s3.endpoint.url"] = endpoint
+    return opts
+
+
+def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:
+    raw = options.get(name)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(f"option {name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise InvalidConfigError(f"option {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"option {name} must be true or false, got {raw!r}")
+    return text == "true"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    topics: tuple[str, ...]
+    group_id: str | None
+    starting: str
+    ending: str
+    isolation_level: str
+    fail_on_data_loss: bool
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    max_bytes_per_partition: int
+
+
+def read_options(options: Mapping[str, str]) -> ReadOptions:
+    check_known(options, READ_OPTIONS, "read")
+    given = [k for k in ("topic", "topics", "subscribe") if options.get(k)]
+    if len(given) != 1:
+        raise InvalidConfigError(
+            "a txn_topic read needs exactly one of the options topic, topics (comma-separated) "
+            f"or subscribe; got {given or 'none'}"
+        )
+    topics = tuple(dict.fromkeys(t.strip() for t in str(options[given[0]]).split(",") if t.strip()))
+    if not topics:
+        raise InvalidConfigError(f"option {given[0]} names no topic")
+    for topic in topics:
+        validate_topic_name(topic)
+    group = options.get("group.id")
+    isolation = str(options.get("isolation.level") or READ_COMMITTED).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise InvalidConfigError(f"option isolation.level must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+    max_bytes = _int(options, "maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION)
+    assert max_bytes is not None
+    return ReadOptions(
+        topics=topics,
+        group_id=None if not group else validate_id("group id", group),
+        starting=str(options.get("startingoffsets") or "earliest").strip(),
+        ending=str(options.get("endingoffsets") or "latest").strip(),
+        isolation_level=isolation,
+        fail_on_data_loss=_bool(options, "failondataloss", True),
+        min_partitions=_int(options, "minpartitions", None),
+        max_records_per_partition=_int(options, "maxrecordsperpartition", None),
+        max_bytes_per_partition=max_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    topic: str
+    key_column: str | None
+    segment_bytes: int
+    handle: TransactionHandle | None  # None: an idempotent write, no transaction
+
+
+def write_options(options: Mapping[str, str]) -> WriteOptions:
+    check_known(options, WRITE_OPTIONS, "write")
+    topic = options.get("topic")
+    if not topic:
+        raise InvalidConfigError("a txn_topic write needs the option topic")
+    validate_topic_name(topic)
+    segment_bytes = _int(options, "segment.bytes", DEFAULT_SEGMENT_BYTES)
+    assert segment_bytes is not None
+    present = [k for k in HANDLE_OPTIONS if options.get(k) not in (None, "")]
+    handle = None
+    if present:
+        missing = [k for k in HANDLE_OPTIONS if k not in present]
+        if missing:
+            raise InvalidConfigError(
+                f"a transactional txn_topic write needs all of {list(HANDLE_OPTIONS)}; missing {missing} "
+                "(txn_broker.spark.transaction_options(producer) gives them)"
+            )
+        producer_id = _int(options, "producer.id", None, minimum=0)
+        epoch = _int(options, "producer.epoch", None, minimum=0)
+        txn_id = _int(options, "txn.id", None, minimum=0)
+        assert producer_id is not None and epoch is not None and txn_id is not None
+        handle = TransactionHandle(validate_id("transactional id", options["transactional.id"]),
+                                   producer_id, epoch, txn_id)
+    return WriteOptions(topic, options.get("key.column") or None, segment_bytes, handle)
+
+
+def transaction_options(handle: TransactionHandle) -> dict[str, str]:
+    """The write options that register a write in the open transaction ``handle``."""
+    if handle.transactional_id is None or handle.txn_id is None:
+        return {}
+    return {"transactional.id": handle.transactional_id, "producer.id": str(handle.producer_id),
+            "producer.epoch": str(handle.epoch), "txn.id": str(handle.txn_id)}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

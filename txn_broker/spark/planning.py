@@ -1,0 +1,181 @@
+"""Planning a read on the driver side: which segment objects hold the visible records of
+each offset range, grouped into Spark input partitions (splits).
+
+Visibility is decided here, per segment, from its transaction's marker exactly as the
+consumer does (``txn_broker.fetch``): read_committed skips the segments of aborted
+transactions, every level skips segments gc purged; the end of every range is at most the last stable offset, so no open
+transaction's segment is planned. Executors then only fetch the listed objects and slice
+them: they never query the metadata database.
+
+A split is a run of consecutive segments of one partition of at most
+``maxBytesPerPartition`` bytes and ``maxRecordsPerPartition`` records, so a large partition
+is read by several tasks in parallel; with ``minPartitions`` the largest splits are cut
+further (by offset, inside a segment if need be) until there are that many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import InputPartition
+
+from ..database import Tx
+from ..errors import IllegalStateError
+from ..fetch import READ_COMMITTED, PlannedSegment, plan_segments
+from .offsets import OffsetRange, OffsetRanges
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """A visible segment and the part of it ``[start, end)`` a split reads."""
+
+    object_key: str
+    base_offset: int
+    record_count: int
+    size_bytes: int
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        return self.end - self.start
+
+    @property
+    def bytes(self) -> int:
+        return max(self.size_bytes * self.records // max(self.record_count, 1), 1)
+
+    def planned(self) -> PlannedSegment:
+        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None)
+
+
+@dataclass
+class TopicSplit(InputPartition):
+    """One Spark input partition: part of one topic partition's offset range."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    segments: list[SegmentRef] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.segments)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.segments)
+
+
+def _visible(tx: Tx, topic_id: int, r: OffsetRange, isolation_level: str) -> Iterator[SegmentRef]:
+    position = r.start
+    while position < r.end:
+        page = plan_segments(tx, topic_id, r.partition, position, r.end, max_segments=PAGE)
+        if not page:
+            return
+        for seg in page:
+            lo, hi = max(position, seg.base_offset), min(r.end, seg.end_offset)
+            if hi <= lo:
+                continue
+            if seg.skipped_at(isolation_level):  # aborted (read_committed), or purged by gc
+                continue
+            if isolation_level == READ_COMMITTED and seg.txn_id is not None and seg.marker is None:
+                raise IllegalStateError(
+                    f"{r.topic}-{r.partition}: segment at {seg.base_offset} belongs to an open transaction "
+                    f"below the planned end {r.end}; the read's end is past the last stable offset"
+                )
+            yield SegmentRef(seg.object_key, seg.base_offset, seg.record_count, seg.size_bytes, lo, hi)
+        position = max(position, page[-1].end_offset)
+
+
+def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_records: int | None = None,
+                min_partitions: int | None = None) -> list[TopicSplit]:
+    """The splits of a read of ``ranges`` (one database snapshot). Empty ranges, and
+    ranges holding no visible record, give no split."""
+    ids = {name: broker.topics.get(name).topic_id for name in ranges.topics}
+
+    def work(tx: Tx) -> list[TopicSplit]:
+        splits: list[TopicSplit] = []
+        for r in ranges:
+            if r.start >= r.end:
+                continue
+            current: TopicSplit | None = None
+            next_start = r.start
+            for ref in _visible(tx, ids[r.topic], r, ranges.isolation_level):
+                for piece in _cut(ref, max_records):
+                    if current is not None and (current.bytes + piece.bytes > max_bytes or (
+                            max_records is not None and current.records + piece.records > max_records)):
+                        current.end = next_start = piece.start
+                        splits.append(current)
+                        current = None
+                    if current is None:
+                        current = TopicSplit(r.topic, r.partition, next_start, piece.end)
+                    current.segments.append(piece)
+                    current.end = piece.end
+            if current is not None:
+                current.end = r.end
+                splits.append(current)
+        return splits
+
+    splits = broker.db.read(work)
+    if min_partitions:
+        splits = _at_least(splits, min_partitions)
+    return splits
+
+
+def _cut(ref: SegmentRef, max_records: int | None) -> Iterator[SegmentRef]:
+    if max_records is None or ref.records <= max_records:
+        yield ref
+        return
+    for lo in range(ref.start, ref.end, max_records):
+        yield SegmentRef(ref.object_key, ref.base_offset, ref.record_count, ref.size_bytes, lo,
+                         min(lo + max_records, ref.end))
+
+
+def _at_least(splits: list[TopicSplit], count: int) -> list[TopicSplit]:
+    """Halve the split with the most records until there are ``count`` splits (or every
+    split holds one record)."""
+    splits = list(splits)
+    while 0 < len(splits) < count:
+        i = max(range(len(splits)), key=lambda k: splits[k].records)
+        big = splits[i]
+        if big.records < 2:
+            break
+        half = big.records // 2
+        left = TopicSplit(big.topic, big.partition, big.start, big.start)
+        right = TopicSplit(big.topic, big.partition, big.end, big.end)
+        taken = 0
+        for seg in big.segments:
+            if taken >= half:
+                right.segments.append(seg)
+                continue
+            room = half - taken
+            if seg.records <= room:
+                left.segments.append(seg)
+                taken += seg.records
+            else:
+                mid = seg.start + room
+                left.segments.append(SegmentRef(seg.object_key, seg.base_offset, seg.record_count,
+                                                seg.size_bytes, seg.start, mid))
+                right.segments.append(SegmentRef(seg.object_key, seg.base_offset, seg.record_count,
+                                                 seg.size_bytes, mid, seg.end))
+                taken = half
+        left.end = right.start = right.segments[0].start
+        right.end = big.end
+        splits[i:i + 1] = [left, right]
+    return splits
+
+
+def count_visible(broker: Broker, ranges: OffsetRanges) -> dict[str, int]:
+    """Visible records per topic in ``ranges`` (from metadata only)."""
+    counts: dict[str, int] = dict.fromkeys(ranges.topics, 0)
+    for split in plan_splits(broker, ranges, max_bytes=2**62):
+        counts[split.topic] += split.records
+    return counts

@@ -1,0 +1,235 @@
+"""The ``txn_topic`` Spark data source: writing.
+
+* ``writer()`` (driver side) checks the options and the DataFrame's schema against the
+  topic, and that the producer it writes for is not fenced, before any task runs.
+* ``write()`` (each task, in the executors) turns the task's Arrow batches into segments:
+  per target partition (``key.column`` hashed exactly as ``producer.send(key=...)`` does,
+  so Spark and Python producers agree; without a key, the task fills one partition per
+  segment, starting at its own partition number), encoded like the producer's, uploaded
+  under object keys unique to the task attempt. It registers nothing and returns the list
+  of uploads.
+* ``commit()`` (driver side, once every task succeeded) registers the uploads of the winning
+  attempts (Spark passes only theirs) with one call to ``Coordinator.register_uploaded``: one
+  database transaction, fenced by the producer epoch, idempotent by object key. With a
+  transaction handle (options ``transactional.id``, ``producer.id``, ``producer.epoch``,
+  ``txn.id``) the segments join that open transaction and stay invisible to read_committed
+  readers until it commits; without one, the write uses a fresh idempotent producer id and
+  is visible at once, all of it together.
+* ``abort()`` registers nothing. Uploads of failed, retried or speculative attempts, and
+  of failed jobs, are never registered: they are orphans, deleted by ``gc``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..coordinator import SegmentWrite, TransactionHandle
+from ..errors import InvalidConfigError, SchemaMismatchError, TxnBrokerError
+from ..faults import fault_point
+from ..records import (
+    check_record_sizes,
+    encode_segment,
+    key_partitions,
+    schema_from_text,
+    schema_to_text,
+    with_timestamp,
+)
+from . import options as opts
+from .schemas import conform_batch, write_columns
+
+log = logging.getLogger(__name__)
+UPLOAD_THREADS = 4
+REGISTER_ATTEMPTS = 6
+
+
+@dataclass
+class SegmentsWritten(WriterCommitMessage):
+    """What one task attempt uploaded (its commit message to the driver)."""
+
+    task_partition: int
+    attempt: int
+    task_attempt_id: int
+    records: int
+    writes: list[SegmentWrite] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TopicTarget:
+    name: str
+    topic_id: int
+    partition_count: int
+    schema_text: str
+    max_message_bytes: int
+
+
+def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> TxnTopicWriter:
+    """Driver side: validate everything that can be validated before a task runs."""
+    if overwrite:
+        raise InvalidConfigError("txn_topic topics are append-only logs: use .mode('append')")
+    write = opts.write_options(options)
+    conn = opts.connection(options)
+    with conn.open_broker() as broker:
+        meta = broker.topics.get(write.topic, refresh=True)
+        write_columns(schema, meta.schema, write.topic)
+        if write.key_column is not None and write.key_column not in meta.schema.names:
+            raise SchemaMismatchError(f"key.column {write.key_column!r} is not a column of topic {write.topic!r}")
+        if write.handle is not None:
+            broker.coordinator.check_not_fenced(write.handle.identity)  # fail fast; commit checks under lock
+    target = TopicTarget(meta.name, meta.topic_id, meta.partition_count, schema_to_text(meta.schema),
+                         meta.max_message_bytes)
+    return TxnTopicWriter(conn, target, write, uuid.uuid4().hex[:16])
+
+
+class TxnTopicWriter(DataSourceArrowWriter):
+    def __init__(self, connection: opts.Connection, target: TopicTarget, write: opts.WriteOptions,
+                 write_id: str) -> None:
+        self.connection = connection
+        self.target = target
+        self.key_column = write.key_column
+        self.segment_bytes = write.segment_bytes
+        self.handle = write.handle
+        self.write_id = write_id
+
+    def __repr__(self) -> str:
+        return f"TxnTopicWriter(topic={self.target.name!r}, write_id={self.write_id!r}, handle={self.handle})"
+
+    # -- executors ---------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        attempt_id = ctx.taskAttemptId() if ctx else random.getrandbits(48)
+        upload = _TaskUpload(self, task, attempt_id)
+        try:
+            for batch in iterator:
+                upload.add(batch)
+            writes = upload.finish()
+        finally:
+            upload.close()
+        return SegmentsWritten(task, attempt, attempt_id, upload.records, writes)
+
+    # -- driver ------------------------------------------------------------------------
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        writes = [w for m in messages if isinstance(m, SegmentsWritten) for w in m.writes]
+        fault_point("spark.before_register")
+        if not writes:
+            return
+        with self.connection.open_broker() as broker:
+            handle = self.handle
+            if handle is None:  # idempotent, no transaction: a producer id of its own
+                handle = TransactionHandle(None, broker.coordinator.allocate_producer_id(), 0, None)
+            results = _retrying(lambda: broker.coordinator.register_uploaded(handle, writes))
+        fault_point("spark.after_register")
+        log.info("txn_topic write %s: registered %d segment(s), %d record(s) in %s (transaction %s)",
+                 self.write_id, len(results), sum(r.record_count for r in results), self.target.name,
+                 handle.txn_id)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        uploaded = sum(len(m.writes) for m in messages if isinstance(m, SegmentsWritten))
+        log.warning("txn_topic write %s to %s failed: nothing registered; %d uploaded object(s) are left "
+                    "for gc", self.write_id, self.target.name, uploaded)
+
+
+class _TaskUpload:
+    """One task attempt's buffers and uploads."""
+
+    def __init__(self, writer: TxnTopicWriter, task: int, attempt_id: int) -> None:
+        self.writer = writer
+        self.target = writer.target
+        self.schema = schema_from_text(writer.target.schema_text)
+        self.store = writer.connection.storage().open_store()
+        self.prefix = f"spark-{writer.write_id}-{task}-{attempt_id}"
+        self.sticky = task % self.target.partition_count
+        self.buffers: dict[int, list[pa.Table]] = {}
+        self.sizes: dict[int, int] = {}
+        self.seq = 0
+        self.records = 0
+        self.pool = ThreadPoolExecutor(UPLOAD_THREADS, "txn-topic-upload")
+        self.inflight: list[Future[SegmentWrite]] = []
+        self.done: list[SegmentWrite] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        table = conform_batch(batch, self.schema, self.target.name)
+        check_record_sizes(table, self.target.max_message_bytes, self.target.name)
+        table = with_timestamp(table, int(time.time() * 1000))
+        self.records += table.num_rows
+        n = self.target.partition_count
+        if self.writer.key_column is None:
+            self._append(self.sticky, table)
+            return
+        parts = key_partitions(table.column(self.writer.key_column), n)
+        if (parts < 0).any():  # null keys are spread like unkeyed records
+            parts[parts < 0] = self.sticky
+        for p in np.unique(parts):
+            self._append(int(p), table.filter(pa.array(parts == p)))
+
+    def _append(self, partition: int, table: pa.Table) -> None:
+        self.buffers.setdefault(partition, []).append(table)
+        self.sizes[partition] = self.sizes.get(partition, 0) + table.nbytes
+        if self.sizes[partition] >= self.writer.segment_bytes:
+            self._flush(partition)
+            if self.writer.key_column is None:
+                self.sticky = (self.sticky + 1) % self.target.partition_count
+
+    def _flush(self, partition: int) -> None:
+        tables = self.buffers.pop(partition, [])
+        self.sizes.pop(partition, None)
+        if not tables:
+            return
+        key = f"topics/{self.target.topic_id}/{partition}/{self.prefix}-{self.seq}.arrow"
+        self.seq += 1
+        while len(self.inflight) >= 2 * UPLOAD_THREADS:  # bound the memory held by pending uploads
+            self.done.append(self.inflight.pop(0).result())
+        self.inflight.append(self.pool.submit(self._upload, partition, key, pa.concat_tables(tables)))
+
+    def _upload(self, partition: int, key: str, table: pa.Table) -> SegmentWrite:
+        payload = encode_segment(table)
+        ts = table.column("_timestamp").cast(pa.int64())
+        _retrying(lambda: self.store.put(key, payload))
+        return SegmentWrite(topic_id=self.target.topic_id, topic=self.target.name, partition=partition,
+                            record_count=table.num_rows, size_bytes=len(payload), object_key=key,
+                            base_sequence=-1, max_timestamp_ms=int(pc.max(ts).as_py()))
+
+    def finish(self) -> list[SegmentWrite]:
+        for partition in sorted(self.buffers):
+            self._flush(partition)
+        for f in self.inflight:
+            self.done.append(f.result())
+        self.inflight = []
+        return sorted(self.done, key=lambda w: (w.partition, w.object_key))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _retrying(call: Any) -> Any:
+    """Run ``call`` again after a retriable broker error, with exponential backoff."""
+    delay = 0.05
+    for attempt in range(1, REGISTER_ATTEMPTS + 1):
+        try:
+            return call()
+        except TxnBrokerError as error:
+            if not error.retriable or attempt == REGISTER_ATTEMPTS:
+                raise
+            log.warning("retrying after %s (attempt %d)", error, attempt)
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")
