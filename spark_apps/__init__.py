@@ -1,0 +1,1 @@
+"""The example pipeline's stages as PySpark applications (see docs/spark.md)."""
