@@ -1,0 +1,44 @@
+"""The benchmark cases of issue 9, by number, and where each one runs."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .harness import CaseResult
+from .servers import Backend
+from .sizes import Sizes
+
+Runner = Callable[[Backend, Sizes, Callable[[str], None]], CaseResult]
+
+
+@dataclass(frozen=True)
+class Case:
+    number: int
+    title: str
+    module: str
+    target: str
+    #: the backends it runs on (its target applies to those in ``target_backends``)
+    backends: tuple[str, ...] = ("sqlite", "postgres")
+    target_backends: tuple[str, ...] = ("sqlite", "postgres")
+
+    def runner(self) -> Runner:
+        module = importlib.import_module(f"bench.{self.module}")
+        run: Runner = module.run
+        return run
+
+
+CASES = {c.number: c for c in [
+    Case(1, "transactional vs idempotent produce", "case_produce", "throughput ratio ≥ 0.95"),
+    Case(2, "produce vs pyarrow (physical limit)", "case_physical", "throughput ratio ≥ 0.85"),
+    Case(3, "append + commit vs pyiceberg and delta-rs", "case_peers",
+         "small: p50 latency ≤ 1/3 of pyiceberg's; large: throughput ≥ 1.0× both"),
+    Case(4, "commit latency, 1/8/64 partitions", "case_commit_latency", "p50 ≤ 5 ms, p99 ≤ 20 ms at 8 partitions",
+         target_backends=("postgres",)),
+    Case(5, "read_committed consume vs pyarrow and read_uncommitted", "case_consume", "≥ 0.90 and ≥ 0.95"),
+    Case(6, "scale: commit latency and poll planning", "case_scale", "flat within 1.25×"),
+    Case(7, "concurrent transactional producers (processes)", "case_concurrency",
+         "aggregate commits/s at 16 ≥ 4× one producer", target_backends=("postgres",)),
+    Case(8, "Spark stage through txn_topic vs plain Spark Parquet", "case_spark", "≥ 0.8"),
+]}
