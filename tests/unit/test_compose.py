@@ -92,6 +92,8 @@ NOT_FOR_THE_STACK = {
     "TXN_BROKER_FAULTS": "fault injection for the test suite",
     "TXN_BROKER_FAULTS_KILL_RATE": "fault injection for the test suite",
     "TXN_BROKER_FAULTS_SEED": "fault injection for the test suite",
+    "TXN_BROKER_SPARK_KEEP_SESSION": "tests and the demo: stages run by dag.test() in one process share one JVM; "
+                                     "under a scheduler each task is its own process",
 }
 NEVER_SET = {"TXN_BROKER_FAULTS", "TXN_BROKER_FAULTS_KILL_RATE", "TXN_BROKER_FAULTS_SEED"}
 
@@ -918,18 +920,18 @@ BREAKAGES: list[tuple[str, str, Change]] = [
     ("healthcheck", "one-shot restarts", _set("services/broker-init/restart", "always")),
     ("depends_on", "waits for start", _set("services/minio-init/depends_on/minio/condition", "service_started")),
     ("depends_on", "list form", _set("services/broker-init/depends_on", ["postgres"])),
-    ("depends_on", "cycle", _set("services/postgres/depends_on", {"broker-init": {"condition": "service_completed_successfully"}})),
-    ("depends_on", "unknown service", _set("services/broker-init/depends_on", {"pg": {"condition": "service_healthy"}})),
+    ("depends_on", "cycle", _set("services/postgres/depends_on", {"broker-init": {"condition": "service_completed_successfully"}})),  # noqa: E501
+    ("depends_on", "unknown service", _set("services/broker-init/depends_on", {"pg": {"condition": "service_healthy"}})),  # noqa: E501
     ("airflow_env", "storage unset", _env("airflow-scheduler", "TXN_BROKER_STORAGE_URL")),
     ("airflow_env", "examples loaded", _env("airflow-triggerer", "AIRFLOW__CORE__LOAD_EXAMPLES", "True")),
-    ("airflow_env", "secrets disagree", _env("airflow-api-server", "AIRFLOW__API_AUTH__JWT_SECRET", "${AIRFLOW_API_SECRET_KEY}")),
+    ("airflow_env", "secrets disagree", _env("airflow-api-server", "AIRFLOW__API_AUTH__JWT_SECRET", "${AIRFLOW_API_SECRET_KEY}")),  # noqa: E501
     ("airflow_env", "faults injected", _env("spark-worker", "TXN_BROKER_FAULTS", "commit.after_prepare=kill")),
     ("spark_worker_env", "no credentials", _env("spark-worker", "AWS_SECRET_ACCESS_KEY")),
     ("connection", "wrong bucket", _env("airflow-scheduler", "TXN_BROKER_STORAGE_URL", "s3://other/segments")),
     ("connection", "not JSON", _env("airflow-dag-processor", "AIRFLOW_CONN_TXN_BROKER_DEFAULT", "txn_broker://x")),
     ("database_roles", "migrates as client", _env("broker-init", "TXN_BROKER_DATABASE_URL", CLIENT_URL)),
     ("database_roles", "tasks as owner", _env("airflow-scheduler", "TXN_BROKER_DATABASE_URL", OWNER_URL)),
-    ("mounts", "dags elsewhere", _set("services/airflow-dag-processor/volumes", ["./dags:/dags", "./plugins:/opt/airflow/plugins"])),
+    ("mounts", "dags elsewhere", _set("services/airflow-dag-processor/volumes", ["./dags:/dags", "./plugins:/opt/airflow/plugins"])),  # noqa: E501
     ("mounts", "missing script", _set("services/minio-init/volumes", ["./docker/minio/nope.sh:/x.sh:ro"])),
     ("spark_master", "wrong port", _env("airflow-scheduler", "TXN_BROKER_SPARK_MASTER", "spark://spark-master:7078")),
     ("spark_master", "wrong host", _env("airflow-triggerer", "AIRFLOW_CONN_SPARK_DEFAULT", "spark://spark:7077")),

@@ -1,0 +1,40 @@
+"""Errors of the Airflow layer, under txn_broker's single root ``TxnBrokerError``."""
+
+from __future__ import annotations
+
+from txn_broker.errors import InvalidInputError, TxnBrokerError
+
+
+class SourceNotFoundError(InvalidInputError):
+    """No input file matches the ingest source; nothing was written."""
+
+
+class UnsupportedFormatError(InvalidInputError):
+    """The ingest format is not one of csv, jsonl or parquet (or cannot be inferred)."""
+
+
+class StageDefinitionError(InvalidInputError):
+    """The Spark stage is not a readable file with a ``run`` function, nor an importable
+    dotted-path callable."""
+
+
+class CallableResultError(InvalidInputError):
+    """A source callable returned something other than a pyarrow Table or a list of dicts."""
+
+
+class SinkOffsetConflictError(TxnBrokerError):
+    """Another load of the same group moved the sink offsets first; nothing was written by
+    this one. Retry: it starts from the new offsets."""
+
+    retriable = True
+
+
+class WarehouseTypeError(InvalidInputError):
+    """A topic column has an Arrow type with no SQL column type to load it into."""
+
+
+class LoadStalledError(TxnBrokerError):
+    """A load made no progress below the end offsets it fixed (the log changed under it);
+    nothing past the last committed batch was written. Retry."""
+
+    retriable = True

@@ -1,0 +1,25 @@
+"""Helpers of the example DAGs: the pipeline's topic definitions, which live with the
+Spark stages in ``spark_apps/pipeline.py`` (one place for schemas, partitions and keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+
+import pyarrow as pa
+
+from .loading import load_file_module
+
+
+def pipeline_module(spark_apps: str | Path) -> ModuleType:
+    """``spark_apps/pipeline.py`` of the given ``spark_apps`` directory, loaded by path (so
+    the repository root need not be importable in the task's process)."""
+    return load_file_module(Path(spark_apps) / "pipeline.py")
+
+
+def pipeline_topics(spark_apps: str | Path, names: Iterable[str]) -> dict[str, tuple[int, pa.Schema]]:
+    """``{topic: (partitions, schema)}`` of the named pipeline topics, for
+    :func:`txn_broker_airflow.topics.ensure_topics`."""
+    topics = pipeline_module(spark_apps).TOPICS
+    return {name: (topics[name][1], topics[name][0]) for name in names}

@@ -1,0 +1,1 @@
+"""Hooks: connections to the broker."""

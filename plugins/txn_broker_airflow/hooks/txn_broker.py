@@ -1,0 +1,231 @@
+"""``TxnBrokerHook``: the ``txn_broker`` connection type and a cached Broker.
+
+A connection of type ``txn_broker`` keeps every setting in its extras:
+
+=========================  ================================================================
+extra                      meaning
+=========================  ================================================================
+``database_url``           SQLAlchemy URL of the metadata database (PostgreSQL or SQLite)
+``storage_url``            ``file:///path`` or ``s3://bucket/prefix``
+``endpoint_url``           S3 endpoint (MinIO, any S3-compatible store); empty for AWS
+``aws_access_key_id``      S3 credentials (else the standard AWS chain)
+``aws_secret_access_key``
+``region_name``            AWS region
+``settings``               broker settings, e.g. ``{"max_transaction_timeout_ms": 900000}``
+=========================  ================================================================
+
+Empty values fall back to the ``TXN_BROKER_*`` environment, then to the embedded default
+(SQLite and a local directory under ``$TXN_BROKER_HOME``). When the default connection id
+``txn_broker_default`` is not defined at all the hook uses that fallback too, so the demo
+works with nothing configured; a named connection that does not exist is an error.
+
+S3 settings are handed to the broker (and to Spark executors started afterwards by this
+process) through the process environment, because boto3 reads credentials there; each
+Airflow task runs in its own process. Secrets are registered with Airflow's secrets masker
+and never appear in log lines or ``test_connection`` messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+from txn_broker.airflow_provider import CONN_FIELDS, CONNECTION_TYPE, HIDDEN_FIELDS, UI_FIELD_BEHAVIOUR
+
+if TYPE_CHECKING:
+    from txn_broker import Broker
+
+DEFAULT_CONN_ID = "txn_broker_default"
+
+#: connection extra -> environment variable the broker (and boto3) read
+_S3_ENVIRONMENT = {
+    "endpoint_url": "TXN_BROKER_S3_ENDPOINT_URL",
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "region_name": "AWS_DEFAULT_REGION",
+}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Where a hook's broker lives. ``None`` means: the environment, then the embedded default."""
+
+    database_url: str | None = None
+    storage_url: str | None = None
+    endpoint_url: str | None = None
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    region_name: str | None = None
+    settings: dict[str, int] = field(default_factory=dict)
+    #: where the values came from, for messages
+    source: str = "environment or embedded default"
+
+    def secrets(self) -> list[str]:
+        """Every secret value in this config (the database password, the S3 secret key)."""
+        found = [self.aws_secret_access_key] if self.aws_secret_access_key else []
+        password = _url_password(self.database_url or os.environ.get("TXN_BROKER_DATABASE_URL"))
+        if password:
+            found.append(password)
+        return found
+
+    def s3_environment(self) -> dict[str, str]:
+        """The environment variables these S3 settings map to (only those that are set)."""
+        return {env: str(getattr(self, name)) for name, env in _S3_ENVIRONMENT.items()
+                if getattr(self, name)}
+
+    def describe(self) -> str:
+        """A one-line description, safe to log: the database password is masked."""
+        from txn_broker.config import resolve_database_url, resolve_storage_url
+        from txn_broker.database import mask_url
+
+        database, embedded = resolve_database_url(self.database_url)
+        storage = resolve_storage_url(self.storage_url)
+        where = " (embedded default)" if embedded else ""
+        return f"database {mask_url(database)}{where}, storage {storage} [{self.source}]"
+
+
+def _url_password(url: str | None) -> str | None:
+    if not url:
+        return None
+    try:
+        import sqlalchemy as sa
+
+        return sa.make_url(url).password or None  # type: ignore[return-value]
+    except Exception:  # an unparsable URL: nothing to extract, and it is never logged
+        return None
+
+
+def redact(message: str, secrets: list[str]) -> str:
+    """``message`` with every secret replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, "***")
+    return message
+
+
+class TxnBrokerHook(BaseHook):
+    """A Broker for a ``txn_broker`` connection (see the module docstring for its extras).
+
+    ``get_conn()`` returns one cached :class:`txn_broker.Broker` per hook; ``close()``
+    disposes of it. ``broker_settings`` override the connection's ``settings`` extra.
+    """
+
+    conn_name_attr = "txn_broker_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = CONNECTION_TYPE
+    hook_name = "Transactional topics (txn_broker)"
+
+    def __init__(self, txn_broker_conn_id: str = DEFAULT_CONN_ID, **broker_settings: int) -> None:
+        super().__init__()
+        self.txn_broker_conn_id = txn_broker_conn_id
+        self.broker_settings = broker_settings
+        self._config: BrokerConfig | None = None
+        self._broker: Broker | None = None
+
+    # -- connection form -----------------------------------------------------------------
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Hide the standard fields: every setting of this connection type is an extra.
+        (Airflow 3 reads the same, declaratively, from ``txn_broker.airflow_provider``.)"""
+        return {
+            "hidden_fields": list(HIDDEN_FIELDS),
+            "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
+            "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
+        }
+
+    @classmethod
+    def connection_extras(cls) -> list[str]:
+        """The extras this connection type understands."""
+        return [*CONN_FIELDS, "settings"]
+
+    # -- configuration -------------------------------------------------------------------
+
+    def broker_config(self) -> BrokerConfig:
+        """The connection's settings, or the environment / embedded fallback when the
+        default connection is not defined. Raises AirflowNotFoundException for a named
+        connection that does not exist, ValueError for malformed extras."""
+        if self._config is None:
+            self._config = self._load_config()
+        return self._config
+
+    def _load_config(self) -> BrokerConfig:
+        try:
+            conn = self.get_connection(self.txn_broker_conn_id)
+        except AirflowNotFoundException:
+            if self.txn_broker_conn_id != DEFAULT_CONN_ID:
+                raise
+            self.log.info("connection %r is not defined: using TXN_BROKER_* or the embedded default",
+                          self.txn_broker_conn_id)
+            return BrokerConfig(settings=dict(self.broker_settings))
+        extras = conn.extra_dejson
+
+        def extra(name: str) -> str | None:
+            value = extras.get(name) or extras.get(f"extra__{CONNECTION_TYPE}__{name}")
+            return str(value) if value not in (None, "") else None
+
+        settings = extras.get("settings") or {}
+        if isinstance(settings, str):
+            try:
+                settings = json.loads(settings)
+            except json.JSONDecodeError:
+                raise ValueError(f"connection {self.txn_broker_conn_id!r}: extra 'settings' is not JSON") from None
+        if not isinstance(settings, dict):
+            raise ValueError(f"connection {self.txn_broker_conn_id!r}: extra 'settings' must be an object")
+        config = BrokerConfig(
+            database_url=extra("database_url"),
+            storage_url=extra("storage_url"),
+            endpoint_url=extra("endpoint_url"),
+            aws_access_key_id=extra("aws_access_key_id"),
+            aws_secret_access_key=extra("aws_secret_access_key"),
+            region_name=extra("region_name"),
+            settings={**settings, **self.broker_settings},
+            source=f"connection {self.txn_broker_conn_id!r}",
+        )
+        from airflow.sdk.log import mask_secret
+
+        for secret in config.secrets():
+            mask_secret(secret)
+        return config
+
+    # -- the broker ----------------------------------------------------------------------
+
+    def get_conn(self) -> Broker:
+        """The Broker of this connection (connected once, then cached). Exports the S3
+        settings to the process environment first (see the module docstring). Raises
+        txn_broker errors (e.g. SchemaVersionError for an unmigrated PostgreSQL)."""
+        if self._broker is None:
+            import txn_broker
+
+            config = self.broker_config()
+            os.environ.update(config.s3_environment())
+            self._broker = txn_broker.connect(config.database_url, config.storage_url, **config.settings)
+            self.log.info("txn_broker: %s", config.describe())
+        return self._broker
+
+    def close(self) -> None:
+        """Dispose of the cached Broker (its database connections)."""
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Connect, list topics and list the object store. Returns (ok, message); the
+        message never contains a password or secret key."""
+        secrets: list[str] = []
+        try:
+            config = self.broker_config()
+            secrets = config.secrets()
+            broker = self.get_conn()
+            topics = broker.list_topics()
+            next(iter(broker.store.list("topics/")), None)
+            return True, f"Connected to {config.describe()}: {len(topics)} topic(s)"
+        except Exception as error:  # reported to the UI, not raised: that is the contract
+            return False, redact(f"{type(error).__name__}: {error}", secrets)
+        finally:
+            self.close()

@@ -1,0 +1,1 @@
+"""Sensors: wait for committed records, or until no transaction blocks readers."""

@@ -1,0 +1,1 @@
+"""Triggers: the asynchronous halves of the deferrable sensors (run in the triggerer)."""

@@ -1,0 +1,335 @@
+"""What the Transactions page shows, as JSON-ready dicts built from the broker's admin API.
+
+Pure functions of a :class:`txn_broker.Broker` (and, for the DAG a transaction belongs
+to, a set of known DAG ids): no Airflow imports, no HTTP. The JSON API
+(``api.py``) returns these dicts as they are; their keys are the API's contract,
+documented in ``docs/ui.md``.
+
+Times are milliseconds since the epoch from the broker database's clock (``now_ms`` is
+in every answer, so ages never depend on the clock of the machine running the UI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from txn_broker.errors import UnknownTransactionalIdError
+from txn_broker.models import TransactionDescription, TransactionSummary
+from txn_broker.states import OPEN_STATES, TxnState
+
+from ..ids import default_transactional_id
+
+if TYPE_CHECKING:
+    from txn_broker import Broker
+
+#: every state a transactional id can be in, in the order the page offers them
+STATES = [s.value for s in TxnState]
+OPEN = frozenset(s.value for s in OPEN_STATES)
+#: how many rows the list answers at most (the page says when there are more)
+DEFAULT_LIMIT = 500
+#: open transactions described per topic page, to name what holds back its LSO
+MAX_OPEN_DESCRIBED = 50
+
+
+# -- which DAG and task a transactional id belongs to ------------------------------------
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The DAG and task of a transactional id following the ``{dag_id}.{task_id}[.{map_index}]``
+    convention (``txn_broker_airflow.ids``). ``dag_known``: ``dag_id`` is a DAG Airflow
+    knows (and the user may read); otherwise it is a guess (the text before the first dot)."""
+
+    dag_id: str | None
+    task_id: str | None
+    map_index: int | None
+    dag_known: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id, "task_id": self.task_id, "map_index": self.map_index,
+                "dag_known": self.dag_known}
+
+
+def attribute(transactional_id: str, known_dag_ids: Iterable[str] = ()) -> Attribution:
+    """Split ``transactional_id`` into DAG, task and map index.
+
+    DAG and task ids may both contain dots (task groups make ``group.task`` task ids), so
+    the longest known DAG id that prefixes the id wins; without one, the DAG is the text
+    before the first dot. A last dot-separated part made of digits is the map index. Ids
+    that do not follow the convention (no dot) belong to no DAG."""
+    dag_id = max((d for d in known_dag_ids if transactional_id.startswith(f"{d}.")), key=len, default=None)
+    known = dag_id is not None
+    if dag_id is None:
+        if "." not in transactional_id.strip("."):
+            return Attribution(None, None, None, False)
+        dag_id = transactional_id.split(".", 1)[0]
+        if not dag_id:
+            return Attribution(None, None, None, False)
+    rest = transactional_id[len(dag_id) + 1:]
+    map_index = None
+    head, _, last = rest.rpartition(".")
+    if head and last.isdigit() and last.isascii():
+        rest, map_index = head, int(last)
+    return Attribution(dag_id, rest or None, map_index, known)
+
+
+# -- transactions ------------------------------------------------------------------------
+
+
+def _outcomes(broker: Broker) -> dict[str, tuple[str | None, int | None]]:
+    rows = broker.db.read(lambda tx: tx.all("ui_current_outcomes"))
+    return {r.transactional_id: (r.outcome, r.end_ms) for r in rows}
+
+
+def _outcome_word(state: str, outcome: str | None) -> str | None:
+    """What happened to the id's current transaction: committed, aborted, open, or None
+    (no transaction yet)."""
+    if state in OPEN:
+        return {"PrepareCommit": "committing", "PrepareAbort": "aborting",
+                "PrepareEpochFence": "aborting"}.get(state, "open")
+    return {"COMMIT": "committed", "ABORT": "aborted"}.get(outcome or "")
+
+
+def transaction_row(summary: TransactionSummary, attribution: Attribution,
+                    outcome: tuple[str | None, int | None] = (None, None)) -> dict[str, Any]:
+    """One row of the list: id, DAG/task, state, epoch, age against timeout, size, outcome."""
+    age = summary.age_ms
+    return {
+        "transactional_id": summary.transactional_id,
+        **attribution.as_dict(),
+        "state": summary.state,
+        "open": summary.state in OPEN,
+        "producer_id": summary.producer_id,
+        "producer_epoch": summary.producer_epoch,
+        "timeout_ms": summary.timeout_ms,
+        "txn_id": summary.txn_id,
+        "start_ms": summary.txn_start_ms,
+        "last_update_ms": summary.last_update_ms,
+        "end_ms": outcome[1],
+        "age_ms": age,
+        "hanging": summary.is_hanging,
+        "partition_count": int(summary.partition_count),
+        "record_count": int(summary.record_count),
+        "size_bytes": int(summary.size_bytes),
+        "outcome": _outcome_word(summary.state, outcome[0]),
+    }
+
+
+def _row_order(row: dict[str, Any]) -> tuple[int, int, str]:
+    """Hanging first, then other open ones, then the rest; newest activity first."""
+    rank = 0 if row["hanging"] else 1 if row["open"] else 2
+    return (rank, -int(row["last_update_ms"] or 0), row["transactional_id"])
+
+
+def list_transactions(broker: Broker, known_dag_ids: Iterable[str] = (), *,
+                      states: Sequence[str] = (), text: str = "", dag_id: str = "",
+                      hanging_only: bool = False, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """The transactions list, filtered. ``states``: any of :data:`STATES` (empty: all);
+    ``text``: a case-insensitive substring of the transactional id; ``dag_id``: rows
+    attributed to that DAG. Raises InvalidTxnStateError for an unknown state."""
+    known = sorted(set(known_dag_ids))
+    summaries = broker.list_transactions(list(states) if states else None)
+    outcomes = _outcomes(broker)
+    needle = text.strip().lower()
+    rows, dags = [], set()
+    for summary in summaries:
+        attribution = attribute(summary.transactional_id, known)
+        if attribution.dag_id:
+            dags.add(attribution.dag_id)
+        if needle and needle not in summary.transactional_id.lower():
+            continue
+        if dag_id and attribution.dag_id != dag_id:
+            continue
+        if hanging_only and not summary.is_hanging:
+            continue
+        rows.append(transaction_row(summary, attribution, outcomes.get(summary.transactional_id, (None, None))))
+    rows.sort(key=_row_order)
+    now_ms = summaries[0].now_ms if summaries else _now_ms(broker)
+    return {
+        "now_ms": now_ms,
+        "total": len(rows),
+        "truncated": len(rows) > limit,
+        "transactions": rows[:limit],
+        "hanging_count": sum(1 for r in rows if r["hanging"]),
+        "open_count": sum(1 for r in rows if r["open"]),
+        "states": STATES,
+        "dag_ids": sorted(dags | set(known)),
+    }
+
+
+def _now_ms(broker: Broker) -> int:
+    return int(broker.db.read(lambda tx: tx.scalar("now_ms")))
+
+
+def transaction_detail(broker: Broker, transactional_id: str, known_dag_ids: Iterable[str] = ()
+                       ) -> dict[str, Any]:
+    """Everything about one transactional id: its current transaction (partitions with offset
+    ranges and markers, group offsets sent, segments), the state history as a timeline,
+    and its earlier transactions. Raises UnknownTransactionalIdError, InvalidNameError."""
+    d: TransactionDescription = broker.describe_transaction(transactional_id)
+    now_ms = _now_ms(broker)
+    is_open = d.state in OPEN
+    age = now_ms - d.start_ms if is_open and d.start_ms else None
+    history = [{"from_state": h.from_state, "to_state": h.to_state, "at_ms": h.at_ms,
+                "producer_id": h.producer_id, "producer_epoch": h.producer_epoch, "txn_id": h.txn_id,
+                "reason": h.reason} for h in d.history]
+    current = next((t for t in d.transactions if t.get("txn_id") == d.txn_id), None)
+    return {
+        "now_ms": now_ms,
+        "transactional_id": d.transactional_id,
+        **attribute(d.transactional_id, known_dag_ids).as_dict(),
+        "state": d.state,
+        "open": is_open,
+        "producer_id": d.producer_id,
+        "producer_epoch": d.producer_epoch,
+        "timeout_ms": d.timeout_ms,
+        "txn_id": d.txn_id,
+        "start_ms": d.start_ms,
+        "end_ms": current.get("end_ms") if current else None,
+        "last_update_ms": d.last_update_ms,
+        "age_ms": age,
+        "hanging": age is not None and d.state == TxnState.ONGOING.value and age > d.timeout_ms,
+        "outcome": _outcome_word(d.state, current.get("outcome") if current else None),
+        "record_count": sum(int(p.record_count) for p in d.partitions),
+        "size_bytes": sum(int(p.size_bytes) for p in d.partitions),
+        "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset,
+                        "last_offset": p.last_offset, "record_count": int(p.record_count),
+                        "size_bytes": int(p.size_bytes), "marker": p.marker, "marker_offset": p.marker_offset,
+                        "marker_ms": p.marker_ms} for p in d.partitions],
+        "group_offsets": [{"group_id": o["group_id"], "topic": o["topic"], "partition": o["partition_no"],
+                           "offset": o["committed_offset"]} for o in d.pending_offsets],
+        "segments": [{"topic": s["topic"], "partition": s["partition_no"], "base_offset": s["base_offset"],
+                      "record_count": int(s["record_count"]), "size_bytes": int(s["size_bytes"]),
+                      "object_key": s["object_key"]} for s in d.segments],
+        "history": history,
+        "transactions": [{"txn_id": t["txn_id"], "producer_id": t["producer_id"],
+                          "producer_epoch": t["producer_epoch"], "timeout_ms": t["timeout_ms"],
+                          "start_ms": t["start_ms"], "end_ms": t["end_ms"],
+                          "outcome": _outcome_word("", t["outcome"]) or "open"} for t in d.transactions],
+    }
+
+
+def task_instance_transaction(broker: Broker, dag_id: str, task_id: str, map_index: int | None,
+                              known_dag_ids: Iterable[str] = ()) -> dict[str, Any]:
+    """The transactional id a task instance uses by default, whether the broker has it, and
+    the ids attributed to the same task (other map indexes, or ids the task set itself
+    when they follow the convention)."""
+    tid = default_transactional_id(dag_id, task_id, map_index if map_index is not None else -1)
+    try:
+        broker.describe_transaction(tid)
+        exists = True
+    except UnknownTransactionalIdError:
+        exists = False
+    known = set(known_dag_ids) | {dag_id}
+    candidates = []
+    for summary in broker.list_transactions():
+        a = attribute(summary.transactional_id, known)
+        if a.dag_id == dag_id and a.task_id == task_id and summary.transactional_id != tid:
+            candidates.append(summary.transactional_id)
+    return {"transactional_id": tid, "exists": exists, "candidates": sorted(candidates),
+            "dag_id": dag_id, "task_id": task_id, "map_index": map_index}
+
+
+# -- topics ------------------------------------------------------------------------------
+
+
+def _partition_dict(p: Any) -> dict[str, Any]:
+    hw, lso, start = int(p.high_watermark), int(p.last_stable_offset), int(p.log_start_offset)
+    return {"partition": p.partition, "log_start_offset": start, "high_watermark": hw,
+            "last_stable_offset": lso, "lso_lag": hw - lso, "records": hw - start,
+            "segment_count": int(p.segment_count), "size_bytes": int(p.size_bytes)}
+
+
+def list_topics(broker: Broker) -> dict[str, Any]:
+    """Every topic with totals over its partitions: records retained, bytes, segments, and
+    how far the last stable offsets lag behind the high watermarks."""
+    topics = []
+    for name in broker.list_topics():
+        d = broker.describe_topic(name)
+        parts = [_partition_dict(p) for p in d.partitions]
+        topics.append({
+            "name": d.name, "partition_count": len(parts), "created_ms": d.created_ms,
+            "records": sum(p["records"] for p in parts),
+            "high_watermark": sum(p["high_watermark"] for p in parts),
+            "size_bytes": sum(p["size_bytes"] for p in parts),
+            "segment_count": sum(p["segment_count"] for p in parts),
+            "lso_lag": sum(p["lso_lag"] for p in parts),
+            "held_partitions": sum(1 for p in parts if p["lso_lag"] > 0),
+        })
+    return {"now_ms": _now_ms(broker), "topics": topics}
+
+
+def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -> dict[str, Any]:
+    """One topic per partition (log start, high watermark, last stable offset and its lag,
+    segments, bytes), its schema and configs, and the open transactions writing to it:
+    the ones that hold its last stable offsets back. Raises UnknownTopicOrPartitionError."""
+    d = broker.describe_topic(name)
+    holders = []
+    open_ids = broker.list_transactions(sorted(OPEN))
+    for summary in open_ids[:MAX_OPEN_DESCRIBED]:
+        try:
+            txn = broker.describe_transaction(summary.transactional_id, history_limit=1)
+        except UnknownTransactionalIdError:  # expired between the two reads
+            continue
+        mine = [p for p in txn.partitions if p.topic == name]
+        if not mine:
+            continue
+        holders.append({
+            "transactional_id": txn.transactional_id,
+            **attribute(txn.transactional_id, known_dag_ids).as_dict(),
+            "state": txn.state, "txn_id": txn.txn_id, "start_ms": txn.start_ms,
+            "age_ms": summary.age_ms, "timeout_ms": txn.timeout_ms, "hanging": summary.is_hanging,
+            "partitions": [{"partition": p.partition, "first_offset": p.first_offset,
+                            "last_offset": p.last_offset, "record_count": int(p.record_count)} for p in mine],
+        })
+    return {
+        "now_ms": _now_ms(broker),
+        "name": d.name,
+        "created_ms": d.created_ms,
+        "config": dict(d.config),
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in d.schema],
+        "partitions": [_partition_dict(p) for p in d.partitions],
+        "open_transactions": holders,
+        "open_transactions_truncated": len(open_ids) > MAX_OPEN_DESCRIBED,
+    }
+
+
+# -- consumer groups ---------------------------------------------------------------------
+
+
+def _group_partition(p: Any) -> dict[str, Any]:
+    return {"topic": p.topic, "partition": p.partition, "committed_offset": int(p.committed_offset),
+            "log_start_offset": int(p.log_start_offset), "high_watermark": int(p.high_watermark),
+            "last_stable_offset": int(p.last_stable_offset), "lag": int(p.lag),
+            "lag_uncommitted": int(p.lag_uncommitted), "commit_ms": p.commit_ms}
+
+
+def list_groups(broker: Broker) -> dict[str, Any]:
+    """Every consumer group with its topics, total lag (against the last stable offsets:
+    what a read_committed consumer can still read) and last commit."""
+    from txn_broker.errors import UnknownGroupError
+
+    groups = []
+    for group_id in broker.list_groups():
+        try:
+            g = broker.describe_group(group_id)
+        except UnknownGroupError:  # its offsets went with a deleted topic meanwhile
+            continue
+        groups.append({
+            "group_id": g.group_id,
+            "topics": sorted({p.topic for p in g.partitions}),
+            "partition_count": len(g.partitions),
+            "lag": int(g.lag),
+            "lag_uncommitted": sum(int(p.lag_uncommitted) for p in g.partitions),
+            "last_commit_ms": max((p.commit_ms for p in g.partitions), default=None),
+        })
+    return {"now_ms": _now_ms(broker), "groups": groups}
+
+
+def group_detail(broker: Broker, group_id: str) -> dict[str, Any]:
+    """One group's committed offset and lag per partition. Raises UnknownGroupError."""
+    g = broker.describe_group(group_id)
+    return {"now_ms": _now_ms(broker), "group_id": g.group_id, "lag": int(g.lag),
+            "partitions": [_group_partition(p) for p in g.partitions]}

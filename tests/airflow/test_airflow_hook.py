@@ -1,0 +1,120 @@
+"""TxnBrokerHook and the ``txn_broker`` connection type: connections from extras, the
+fallback when nothing is configured, secrets kept out of messages, and discovery of the
+connection type and the plugin by Airflow itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+SECRET = "S3cr3t-pa55-" + uuid.uuid4().hex[:8]
+
+
+def set_connection(monkeypatch, conn_id: str, **extra: str) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}",
+                       json.dumps({"conn_type": "txn_broker", "extra": extra}))
+
+
+def test_hook_uses_connection_extras(airflow_env, backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    extras = {"database_url": backend.database_url, "storage_url": backend.storage_url}
+    if backend.name == "postgres":
+        monkeypatch.delenv("TXN_BROKER_S3_ENDPOINT_URL", raising=False)
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+            monkeypatch.delenv(key, raising=False)
+        extras.update(endpoint_url=backend.env["TXN_BROKER_S3_ENDPOINT_URL"], aws_access_key_id="testing",
+                      aws_secret_access_key="testing", region_name="us-east-1")
+    set_connection(monkeypatch, "tb_test", **extras, settings='{"max_transaction_timeout_ms": 120000}')
+    hook = TxnBrokerHook("tb_test")
+    try:
+        broker = hook.get_conn()
+        assert hook.get_conn() is broker  # cached
+        assert broker.settings.max_transaction_timeout_ms == 120_000
+        broker.create_topic("hooked", partitions=1)
+        ok, message = hook.test_connection()
+        assert ok, message
+        assert "1 topic(s)" in message and "connection 'tb_test'" in message
+    finally:
+        hook.close()
+    with backend.connect() as direct:  # the same broker as the backend's
+        assert "hooked" in direct.list_topics()
+
+
+def test_default_connection_falls_back_to_embedded(airflow_env, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    for key in ("TXN_BROKER_DATABASE_URL", "TXN_BROKER_STORAGE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TXN_BROKER_HOME", str(tmp_path / "embedded"))
+    hook = TxnBrokerHook()
+    try:
+        assert "embedded default" in hook.broker_config().describe()
+        hook.get_conn().create_topic("local", partitions=1)
+        assert (tmp_path / "embedded" / "broker.db").exists()
+    finally:
+        hook.close()
+
+
+def test_named_connection_must_exist(airflow_env) -> None:  # type: ignore[no-untyped-def]
+    from airflow.sdk.exceptions import AirflowNotFoundException
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    with pytest.raises(AirflowNotFoundException):
+        TxnBrokerHook("no_such_connection").get_conn()
+
+
+def test_test_connection_never_shows_secrets(airflow_env, pg_server, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    role = f"r_{uuid.uuid4().hex[:8]}"
+    pg_server.admin(f"CREATE ROLE {role} LOGIN PASSWORD '{SECRET}'")
+    base = f"postgresql+psycopg2://{role}:{{pw}}@{pg_server.host}:{pg_server.port}/postgres"
+    # right password, but the database holds no broker schema: a clear error, no secret
+    set_connection(monkeypatch, "tb_secret", database_url=base.format(pw=SECRET),
+                   storage_url="s3://bucket/prefix", aws_secret_access_key=SECRET)
+    ok, message = TxnBrokerHook("tb_secret").test_connection()
+    assert not ok and SECRET not in message
+    assert "SchemaVersionError" in message or "Error" in message
+    # wrong password: the server's refusal is reported, the attempted password is not
+    wrong = SECRET + "-wrong"
+    set_connection(monkeypatch, "tb_wrong", database_url=base.format(pw=wrong))
+    ok, message = TxnBrokerHook("tb_wrong").test_connection()
+    assert not ok and wrong not in message and SECRET not in message
+    assert "***" in message or "password" in message.lower()
+
+
+def _cli_json(args: list[str], env: dict[str, str]) -> object:
+    proc = subprocess.run([sys.executable, "-m", "airflow", *args, "-o", "json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout
+    start = min(i for i in (text.find("["), text.find("{")) if i >= 0)  # warnings may come first
+    return json.loads(text[start:])
+
+
+def test_airflow_discovers_connection_type_and_plugin(airflow_site) -> None:  # type: ignore[no-untyped-def]
+    env = airflow_site.environment()
+    hooks = _cli_json(["providers", "hooks"], env)
+    ours = [h for h in hooks if h["connection_type"] == "txn_broker"]  # type: ignore[union-attr]
+    assert ours and ours[0]["class"] == "txn_broker_airflow.hooks.txn_broker.TxnBrokerHook"
+    assert ours[0]["package_name"] == "txn-broker"
+    plugins = _cli_json(["plugins"], env)
+    mine = [p for p in plugins if p["name"] == "txn_broker_airflow"]  # type: ignore[union-attr]
+    assert mine and mine[0]["listeners"] == ["txn_broker_airflow.listeners.TxnBrokerFailureListener"]
+    # the connection form of the UI: declared fields, hidden standard fields
+    code = ("import json; from airflow.providers_manager import ProvidersManager as P; p = P(); "
+            "print(json.dumps({'widgets': sorted(k for k in p.connection_form_widgets if 'txn_broker' in k),"
+            " 'behaviour': p.field_behaviours.get('txn_broker')}))")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    form = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "extra__txn_broker__database_url" in form["widgets"]
+    assert "extra__txn_broker__aws_secret_access_key" in form["widgets"]
+    assert set(form["behaviour"]["hidden_fields"]) == {"host", "schema", "login", "password", "port"}
