@@ -7,7 +7,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: install system-deps test demo lint bench chaos clean
+.PHONY: install system-deps test demo lint bench bench-quick chaos clean
 
 install: $(STAMP) system-deps
 
@@ -33,6 +33,10 @@ lint: install
 
 bench: install
 	$(PY) -m bench $(ARGS)
+
+# `make bench --quick` cannot reach the program (make takes --options itself)
+bench-quick: install
+	$(PY) -m bench --quick $(ARGS)
 
 chaos: install
 	$(PY) -m pytest tests/chaos -m chaos $(ARGS)
