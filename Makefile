@@ -20,8 +20,11 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	bash scripts/system-deps.sh
 
+# two workers: most of the suite waits on subprocesses (Spark JVMs, Airflow, servers), so two
+# fill a 2-core CI machine; TEST_WORKERS=0 runs everything in one process
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest tests $(ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal $(ARGS)
 
 demo: install
 	$(PY) -m txn_broker.demo

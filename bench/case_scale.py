@@ -40,7 +40,7 @@ _SERIES = {
     "sqlite": ("WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < :segments)", "seq"),
 }
 #: statements whose plans are shown: (query name in queries.sql, example parameters)
-EXPLAINED = ("partition_offsets", "fetch_plan", "write_markers", "record_txn_append")
+EXPLAINED = ("partition_offsets", "fetch_plan", "write_markers", "add_txn_append")
 COMMIT_PARTITIONS = 8
 
 
@@ -64,13 +64,19 @@ def generate(broker: Any, topic: str, partitions: int, segments: int) -> float:
     start = time.monotonic()
     meta = broker.topics.get(topic)
     engine = broker.db.engine
+    postgres = broker.db.dialect == "postgresql"
     with engine.begin() as conn:
-        base_txn = int(conn.execute(sa.text("SELECT value FROM counters WHERE name = 'txn_id'")).scalar()) + 1
+        if postgres:  # transaction ids come from a sequence there (migration 0003)
+            base_txn = int(conn.execute(sa.text("SELECT nextval('txn_ids')")).scalar())
+        else:
+            base_txn = int(conn.execute(sa.text("SELECT value FROM counters WHERE name = 'txn_id'")).scalar()) + 1
         base_pid = int(conn.execute(sa.text("SELECT value FROM counters WHERE name = 'producer_id'")).scalar()) + 1
         params = {"topic_id": meta.topic_id, "partitions": partitions, "segments": segments, "base_txn": base_txn,
                   "base_pid": base_pid}
         for _name, sql in generation_sql(broker.db.dialect):
             conn.execute(sa.text(sql), {k: v for k, v in params.items() if f":{k}" in sql})
+        if postgres:  # past the generated ids, as scale_counters does for the SQLite counter
+            conn.execute(sa.text("SELECT setval('txn_ids', :last)"), {"last": base_txn + segments})
     with engine.connect() as conn:
         conn.execute(sa.text("ANALYZE"))
         conn.commit()

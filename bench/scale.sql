@@ -44,7 +44,8 @@ SET high_watermark = COALESCE((SELECT MAX(s.base_offset + s.record_count) FROM s
 WHERE topic_id = :topic_id;
 
 -- scale_counters --
--- Move the id counters past the generated ids
+-- Move the id counters past the generated ids (on PostgreSQL the txn_id row is gone:
+-- transaction ids come from the sequence txn_ids, moved by bench/case_scale.py)
 UPDATE counters SET value = CASE name WHEN 'txn_id' THEN :base_txn + :segments
                                       WHEN 'producer_id' THEN :base_pid + 100 ELSE value END
 WHERE name IN ('txn_id', 'producer_id');

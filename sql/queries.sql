@@ -139,16 +139,6 @@ WHERE updated_ms < {now_ms} - :expiration_ms
                   WHERE t.producer_id = producer_state.producer_id AND t.state <> 'CompleteCommit'
                     AND t.state <> 'CompleteAbort' AND t.state <> 'Empty');
 
--- record_txn_append --
--- Note an append in the transaction's partition entry (refused if the partition is not in it)
-UPDATE txn_partitions
-SET first_offset = COALESCE(first_offset, :base_offset),
-    last_offset = :last_offset,
-    record_count = record_count + :record_count,
-    size_bytes = size_bytes + :size_bytes
-WHERE txn_id = :txn_id AND topic_id = :topic_id AND partition_no = :partition_no
-  AND marker IS NULL;
-
 -- transactional_id_for_update --
 -- The coordinator's row for a transactional id, locked
 SELECT transactional_id, producer_id, producer_epoch, state, timeout_ms, txn_id, txn_start_ms,
@@ -558,3 +548,26 @@ WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
   AND tp.txn_id IN (SELECT s.txn_id FROM segments s
                     WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
                       AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);
+
+-- next_txn_id --
+-- Area: broker core performance (txn_broker/coordinator.py).
+-- A new transaction id: nextval of the sequence txn_ids on PostgreSQL (takes no row lock,
+-- so concurrent transaction starts do not queue; never rolled back, so ids may have gaps),
+-- the counters row on SQLite (writers are serialised there anyway). {next_txn_id} is the
+-- whole statement, per dialect (txn_broker/database.py).
+{next_txn_id};
+
+-- add_txn_append --
+-- Area: broker core performance (txn_broker/coordinator.py).
+-- An append in a transaction: adds the partition to the transaction (KIP-890 part 2: no
+-- AddPartitionsToTxn of its own) or notes the append in its entry; no row changed when
+-- the entry's marker is written already (the transaction ended: the append is refused)
+INSERT INTO txn_partitions (txn_id, topic_id, partition_no, first_offset, last_offset, record_count,
+                            size_bytes)
+VALUES (:txn_id, :topic_id, :partition_no, :base_offset, :last_offset, :record_count, :size_bytes)
+ON CONFLICT (txn_id, topic_id, partition_no) DO UPDATE
+SET first_offset = COALESCE(txn_partitions.first_offset, excluded.first_offset),
+    last_offset = excluded.last_offset,
+    record_count = txn_partitions.record_count + excluded.record_count,
+    size_bytes = txn_partitions.size_bytes + excluded.size_bytes
+WHERE txn_partitions.marker IS NULL;

@@ -69,6 +69,11 @@ BEGIN
             EXECUTE format('GRANT SELECT ON TABLE public.%I TO txn_broker_monitor', g.table_name);
         END IF;
     END LOOP;
+    -- transaction ids (migration 0003), whose nextval needs USAGE
+    IF to_regclass('public.txn_ids') IS NOT NULL THEN
+        EXECUTE 'REVOKE ALL ON SEQUENCE public.txn_ids FROM txn_broker_client, txn_broker_monitor';
+        EXECUTE 'GRANT USAGE ON SEQUENCE public.txn_ids TO txn_broker_client';
+    END IF;
     -- the monitor reads every table the owner creates, now and later
     EXECUTE 'GRANT SELECT ON ALL TABLES IN SCHEMA public TO txn_broker_monitor';
     IF pg_has_role(current_user, 'txn_broker_owner', 'MEMBER') THEN

@@ -2,13 +2,15 @@
 -- PostgreSQL and SQLite. Record data lives in object storage; this is the index.
 -- Times are milliseconds since the epoch, taken from the database's clock.
 -- Must equal the result of applying migrations/ in order (tests/migration checks).
+-- A statement after a comment line "only on postgresql" (or "only on sqlite") is run
+-- on that database only (txn_broker.migrations.split_statements).
 
 CREATE TABLE schema_migrations (
     version     TEXT PRIMARY KEY,
     applied_ms  BIGINT NOT NULL
 );
 
--- Monotonic id allocators (producer ids, topic ids, transaction ids).
+-- Monotonic id allocators (producer ids, topic ids; transaction ids on SQLite).
 CREATE TABLE counters (
     name   TEXT PRIMARY KEY,
     value  BIGINT NOT NULL
@@ -172,6 +174,12 @@ CREATE TABLE object_deletions (
 );
 CREATE INDEX object_deletions_by_age ON object_deletions (requested_ms);
 
+-- Transaction ids on PostgreSQL: nextval takes no row lock, so concurrent transaction
+-- starts do not queue on a counter row.
+-- only on postgresql
+CREATE SEQUENCE txn_ids AS BIGINT;
+
 INSERT INTO counters (name, value) VALUES ('producer_id', 0);
 INSERT INTO counters (name, value) VALUES ('topic_id', 0);
+-- only on sqlite
 INSERT INTO counters (name, value) VALUES ('txn_id', 0);

@@ -5,12 +5,28 @@ It is code running in whichever process calls the broker, serialised through the
 database: every decision is made under the row lock of the transactional id
 (``FOR UPDATE`` on PostgreSQL, the single writer lock on SQLite).
 
-Commit is two database transactions. The first moves Ongoing -> PrepareCommit: from
-then on the outcome is decided. The second writes the COMMIT marker into every partition
-of the transaction, applies its group offsets and moves to CompleteCommit; readers see
-all of it at once, because visibility is read from the markers written by that one
-database transaction. A crash between the two is rolled forward by the next
-``init_transactions``, the ``complete_prepared_transactions`` sweep, or an admin abort.
+A transaction starts with its first AddPartitionsToTxn (a producer's first send) or group
+offsets. An append adds its partitions too, in the database transaction that registers
+the segments (idempotent; it opens the transaction if the producer never learnt of one
+because a reply was lost). An append with a stale epoch, or for a transaction that is no
+longer the open one, is refused.
+
+Commit is one database transaction (SEMANTICS.md 3.5: all metadata is in one database):
+under the row lock it checks epoch and state, moves Ongoing -> PrepareCommit ->
+CompleteCommit (both kept in the history), writes the COMMIT marker into every partition
+of the transaction, applies its group offsets and ends it. Readers see all of it at once
+(visibility is read from the markers); a crash before the database commits leaves the
+transaction Ongoing, for the next ``init_transactions``, timeout sweep or admin abort to
+abort. A producer's abort is one database transaction too. An abort forced by the
+coordinator (timeout sweep, admin abort) commits the epoch bump that fences the producer
+(-> PrepareEpochFence) first, then aborts; a crash between the two is rolled forward by
+``init_transactions``, the ``complete_prepared_transactions`` sweep or an admin abort.
+
+Transaction ids come from a PostgreSQL sequence (no row lock: transaction starts do not
+queue), or from the ``counters`` row on SQLite, whose writers are serialised anyway.
+
+(Just over 600 lines: every transition of the transaction log and the lock it is made
+under stay in this one module, so that they can be read and checked together.)
 """
 
 from __future__ import annotations
@@ -89,6 +105,8 @@ class AppendResult:
     record_count: int
     #: True when an earlier attempt had stored it already (DuplicateSequence: success)
     duplicate: bool = False
+    #: the transaction the segment belongs to (None: not transactional)
+    txn_id: int | None = None
 
 
 class UnknownProducerStateError(OutOfOrderSequenceError):
@@ -138,24 +156,19 @@ class Coordinator:
         row = tx.one(query, transactional_id=transactional_id)
         return _IdRow.of(row) if row else None
 
-    def _transition(self, tx: Tx, row: _IdRow, target: TxnState, reason: str, **changes: Any) -> None:
+    def _transition(self, tx: Tx, row: _IdRow, target: TxnState, reason: str, *, persist: bool = True,
+                    **changes: Any) -> None:
+        """Move ``row`` to ``target`` and record the transition in the history.
+        ``persist=False``: only the history now; a later transition in the same database
+        transaction writes the row (nobody can see the state in between)."""
         check_transition(row.state, target, row.transactional_id)
         previous = row.state
         for name, value in changes.items():
             setattr(row, name, value)
         row.state = target
         row.state_seq += 1
-        tx.execute(
-            "update_transactional_id",
-            transactional_id=row.transactional_id,
-            producer_id=row.producer_id,
-            producer_epoch=row.producer_epoch,
-            state=target.value,
-            timeout_ms=row.timeout_ms,
-            txn_id=row.txn_id,
-            txn_start_ms=row.txn_start_ms,
-            state_seq=row.state_seq,
-        )
+        if persist:
+            self._write_row(tx, row)
         tx.execute(
             "insert_state_log",
             producer_id=row.producer_id,
@@ -166,6 +179,20 @@ class Coordinator:
             from_state=previous.value,
             to_state=target.value,
             reason=reason,
+        )
+
+    @staticmethod
+    def _write_row(tx: Tx, row: _IdRow) -> None:
+        tx.execute(
+            "update_transactional_id",
+            transactional_id=row.transactional_id,
+            producer_id=row.producer_id,
+            producer_epoch=row.producer_epoch,
+            state=row.state.value,
+            timeout_ms=row.timeout_ms,
+            txn_id=row.txn_id,
+            txn_start_ms=row.txn_start_ms,
+            state_seq=row.state_seq,
         )
 
     @staticmethod
@@ -184,7 +211,7 @@ class Coordinator:
             )
         return row
 
-    def _bump_epoch(self, tx: Tx, row: _IdRow) -> dict[str, int]:
+    def _bump_epoch(self, tx: Tx, row: _IdRow) -> dict[str, Any]:
         if row.producer_epoch >= MAX_EPOCH:  # exhausted: a new producer id, epoch 0
             return {"producer_id": int(tx.scalar("next_id", name="producer_id")), "producer_epoch": 0}
         return {"producer_id": row.producer_id, "producer_epoch": row.producer_epoch + 1}
@@ -283,7 +310,7 @@ class Coordinator:
             )
         if row.state not in IDLE_STATES:
             raise InvalidTxnStateError(f"transactional id {row.transactional_id!r} is {row.state}")
-        txn_id = int(tx.scalar("next_id", name="txn_id"))
+        txn_id = int(tx.scalar("next_txn_id"))
         tx.execute(
             "insert_transaction", txn_id=txn_id, transactional_id=row.transactional_id,
             producer_id=row.producer_id, producer_epoch=row.producer_epoch, timeout_ms=row.timeout_ms,
@@ -293,7 +320,9 @@ class Coordinator:
 
     def add_partitions(self, ident: ProducerIdentity, partitions: Sequence[tuple[int, int]]) -> int:
         """AddPartitionsToTxn. Starts the transaction (and its timeout clock) if needed.
-        Returns the transaction's id."""
+        Returns the transaction's id. A producer calls it at the first send to each
+        partition; ``Producer.transaction_handle`` calls it with no partitions to open the
+        transaction an external writer (Spark) registers into."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
 
@@ -329,25 +358,36 @@ class Coordinator:
     def append(
         self, ident: ProducerIdentity, txn_id: int | None, writes: Sequence[SegmentWrite]
     ) -> list[AppendResult]:
-        """Register uploaded segments: check the epoch and (in a transaction) that the
-        transaction is still open and lists each partition, check each batch's sequence
-        number, assign offsets. All or nothing, one database transaction.
+        """Register uploaded segments: check the epoch, check each batch's sequence number,
+        assign offsets. All or nothing, one database transaction.
 
-        Raises ProducerFencedError, InvalidTxnStateError, OutOfOrderSequenceError,
+        A transactional append adds its partitions to the transaction (KIP-890 part 2).
+        ``txn_id``: the transaction the producer knows to be open, which must still be the
+        open one; None if it knows of none: starts one (and its timeout clock) if the id is
+        idle, or joins the one this instance (same epoch) has open, started by a request
+        whose reply was lost. Each result carries the transaction's id.
+
+        Raises ProducerFencedError, InvalidTxnStateError (that transaction ended: a late
+        append), ConcurrentTransactionsError, OutOfOrderSequenceError,
         UnknownTopicOrPartitionError. A batch stored before (a retry) is answered with its
         original offsets and ``duplicate=True``."""
 
         def work(tx: Tx) -> list[AppendResult]:
+            open_txn = None
             if ident.transactional_id is not None:
                 row = self._check_fenced(self._lock(tx, ident.transactional_id), ident)
-                if row.state != S.ONGOING or row.txn_id != txn_id:
+                if txn_id is None:
+                    open_txn = self._begin_if_idle(tx, row, "first append")
+                elif row.state == S.ONGOING and row.txn_id == txn_id:
+                    open_txn = txn_id
+                else:
                     raise InvalidTxnStateError(
                         f"transactional id {ident.transactional_id!r}: transaction {txn_id} is not "
                         f"open (state {row.state}); the append is refused"
                     )
             results = []
             for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
-                results.append(self._append_one(tx, ident, txn_id, w))
+                results.append(self._append_one(tx, ident, open_txn, w))
             return results
 
         return self.db.run(work)
@@ -375,7 +415,7 @@ class Coordinator:
                     )
                 return AppendResult(
                     w.topic, w.partition, stored.base_offset if stored else -1,
-                    stored.record_count if stored else w.record_count, duplicate=True,
+                    stored.record_count if stored else w.record_count, duplicate=True, txn_id=txn_id,
                 )
             expected = state.last_sequence + 1
         if w.base_sequence != expected:
@@ -391,7 +431,8 @@ class Coordinator:
         self, tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite, base_sequence: int
     ) -> AppendResult:
         """Assign offsets (locking the partition row), register the segment and, in a
-        transaction, note it in the transaction's partition entry."""
+        transaction, add the partition to the transaction or note the append in its entry
+        (one statement)."""
         high_watermark = tx.scalar(
             "allocate_offsets", record_count=w.record_count, topic_id=w.topic_id, partition_no=w.partition
         )
@@ -406,16 +447,15 @@ class Coordinator:
         )
         if txn_id is not None:
             changed = tx.execute(
-                "record_txn_append", txn_id=txn_id, topic_id=w.topic_id, partition_no=w.partition,
+                "add_txn_append", txn_id=txn_id, topic_id=w.topic_id, partition_no=w.partition,
                 base_offset=base_offset, last_offset=base_offset + w.record_count - 1,
                 record_count=w.record_count, size_bytes=w.size_bytes,
             )
-            if changed != 1:
+            if changed != 1:  # its marker is written: the caller checked the state, so never
                 raise InvalidTxnStateError(
-                    f"partition {w.topic}-{w.partition} was not added to transaction {txn_id}; "
-                    "the append is refused"
+                    f"transaction {txn_id} has ended in {w.topic}-{w.partition}; the append is refused"
                 )
-        return AppendResult(w.topic, w.partition, base_offset, w.record_count)
+        return AppendResult(w.topic, w.partition, base_offset, w.record_count, txn_id=txn_id)
 
     def register_uploaded(
         self, handle: TransactionHandle, writes: Sequence[SegmentWrite]
@@ -438,57 +478,56 @@ class Coordinator:
                         f"transactional id {ident.transactional_id!r}: transaction {handle.txn_id} "
                         f"is not open (state {row.state}); the write is refused"
                     )
-                for topic_id, partition in sorted({(w.topic_id, w.partition) for w in writes}):
-                    tx.execute("add_txn_partition", txn_id=handle.txn_id, topic_id=topic_id,
-                               partition_no=partition)
             results = []
             for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.object_key)):
                 stored = tx.one("segment_by_object_key", object_key=w.object_key)
                 if stored is not None:
                     results.append(AppendResult(w.topic, w.partition, stored.base_offset,
-                                                stored.record_count, duplicate=True))
+                                                stored.record_count, duplicate=True, txn_id=handle.txn_id))
                     continue
                 results.append(self._insert_segment(tx, ident, handle.txn_id, w, base_sequence=-1))
             return results
 
         return self.db.run(work)
 
-    def end_transaction(self, ident: ProducerIdentity, txn_id: int, commit: bool) -> None:
-        """EndTxn: prepare (outcome decided), then complete, as two database
-        transactions. Retried after a lost reply it answers success and changes nothing."""
+    def end_transaction(self, ident: ProducerIdentity, txn_id: int | None, commit: bool) -> None:
+        """EndTxn, as one database transaction: under the transactional id's row lock,
+        check the epoch and state, move Ongoing -> PrepareCommit (PrepareAbort) ->
+        CompleteCommit (CompleteAbort), both recorded in the history, write the markers,
+        apply the group offsets (commit only) and end the transaction. A crash before the
+        database commits leaves the transaction Ongoing, for the next coordinator action
+        to abort; after, it is complete.
+
+        ``txn_id`` None: the transaction this producer instance (same id and epoch) has
+        open, if any; a request whose reply was lost may have started it. Nothing open
+        is success. Retried after a lost reply, it answers success and changes nothing.
+        Raises ProducerFencedError, InvalidTxnStateError."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
         prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         completed = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         verb = "commit" if commit else "abort"
 
-        def prepare(tx: Tx) -> bool:
+        def work(tx: Tx) -> None:
             row = self._lock(tx, tid)
-            if row is not None and row.txn_id == txn_id and row.producer_id == ident.producer_id \
-                    and row.producer_epoch == ident.epoch:
-                if row.state == completed:
-                    return False  # done before; the reply was lost
-                if row.state == prepared:
-                    return True
+            if row is not None and row.producer_id == ident.producer_id and row.producer_epoch == ident.epoch \
+                    and (txn_id is None or row.txn_id == txn_id):
+                if row.state == completed or (txn_id is None and row.state in IDLE_STATES):
+                    return  # done before (the reply was lost), or nothing was ever opened
+                if row.state == prepared:  # decided by an earlier two-step EndTxn: roll forward
+                    self._complete(tx, row, f"{verb} completed by the producer")
+                    return
             row = self._check_fenced(row, ident)
-            if row.state != S.ONGOING or row.txn_id != txn_id:
+            if row.state != S.ONGOING or (txn_id is not None and row.txn_id != txn_id):
                 raise InvalidTxnStateError(
                     f"cannot {verb} transaction {txn_id} of {tid!r}: it is {row.state}"
                 )
-            self._transition(tx, row, prepared, f"{verb} requested by the producer")
-            return True
+            self._transition(tx, row, prepared, f"{verb} requested by the producer", persist=False)
+            self._complete(tx, row, f"{verb} completed by the producer")
+            fault_point(f"{verb}.during_end")  # all written, not committed: a crash undoes all of it
 
-        if not self.db.run(prepare):
-            return
-        fault_point(f"{verb}.after_prepare")
-
-        def complete(tx: Tx) -> None:
-            row = self._lock(tx, tid)
-            if row is not None and row.txn_id == txn_id and row.state == prepared:
-                self._complete(tx, row, f"{verb} completed by the producer")
-
-        self.db.run(complete)
-        fault_point(f"{verb}.after_complete")
+        self.db.run(work)
+        fault_point(f"{verb}.after_end")
 
     # -- sweeps and admin ----------------------------------------------------------------
 

@@ -6,14 +6,34 @@ Everything above it runs named queries from ``sql/queries.sql`` through a
 Concurrency model: PostgreSQL runs at READ COMMITTED with explicit row locks
 (``FOR UPDATE``) taken in a fixed order (transactional id, producer state, partitions);
 SQLite serialises writers with ``BEGIN IMMEDIATE`` and reads from WAL snapshots.
+
+Named queries run on the driver's own cursor, in the transaction SQLAlchemy manages on
+that connection: SQLAlchemy's per-statement machinery (compilation cache, execution
+context, result objects, about 80 microseconds of CPU a statement) would cost more than
+the statement itself on SQLite and a commit's worth of CPU per transaction everywhere.
+Driver errors are wrapped exactly as SQLAlchemy wraps them (``DBAPIError`` subclasses,
+with ``connection_invalidated`` for a lost connection). Statements of other drivers,
+``execute_many`` (SQLAlchemy batches inserts) and ``raw`` go through SQLAlchemy.
+
+Stale connections: pooled connections are not pinged at check-out (a round trip per
+unit of work). A connection the server dropped (a restart, a network cut, an idle
+timeout) fails at the first statement of the next unit of work; :meth:`Database.run`
+then runs that unit of work once more on a fresh connection, which is safe because none
+of it reached the database. A connection lost after a statement succeeded (during or
+after COMMIT) leaves the outcome unknown: that is a retriable DatabaseUnavailableError,
+and the callers' requests are idempotent when retried (sequence numbers, object keys, an
+EndTxn that finds its transaction already complete).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
+import re
 import threading
 import time
+from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -33,13 +53,20 @@ _DIALECT_FRAGMENTS = {
         "now_ms": "(CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT))",
         "for_update": "FOR UPDATE",
         "skip_locked": "FOR UPDATE SKIP LOCKED",
+        "next_txn_id": "SELECT nextval('txn_ids')",
     },
     "sqlite": {
         "now_ms": "(CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))",
         "for_update": "",
         "skip_locked": "",
+        "next_txn_id": "UPDATE counters SET value = value + 1 WHERE name = 'txn_id' RETURNING value",
     },
 }
+
+#: drivers whose cursors take the named queries directly (:name, or %(name)s once converted)
+_NATIVE_PARAMSTYLE = {"pysqlite": "named", "psycopg2": "pyformat"}
+#: a bind parameter in a query, as sqlalchemy.text() finds them
+_BIND = re.compile(r"(?<![:\w\x5c]):(\w+)(?!:)")
 
 # Errors after which the database certainly rolled the transaction back, so running
 # the whole unit of work again is safe: deadlocks, serialisation failures, a busy SQLite.
@@ -56,48 +83,123 @@ def mask_url(url: str | sa.URL) -> str:
 
 
 class Queries:
-    """The named queries, with the dialect's fragments filled in once."""
+    """The named queries, with the dialect's fragments filled in once: as SQLAlchemy text
+    clauses (``queries[name]``) and, for a driver in ``_NATIVE_PARAMSTYLE``, as that
+    driver's own statement text (``native``)."""
 
-    def __init__(self, dialect: str) -> None:
+    def __init__(self, dialect: str, driver: str | None = None) -> None:
         fragments = _DIALECT_FRAGMENTS[dialect]
-        self._text = {
-            name: sa.text(sql.replace("{now_ms}", fragments["now_ms"])
-                          .replace("{for_update}", fragments["for_update"])
-                          .replace("{skip_locked}", fragments["skip_locked"]))
-            for name, sql in sql_files.load_queries().items()
-        }
+
+        def fill(sql: str) -> str:
+            for name, fragment in fragments.items():
+                sql = sql.replace("{" + name + "}", fragment)
+            return sql
+
+        filled = {name: fill(sql) for name, sql in sql_files.load_queries().items()}
+        self._text = {name: sa.text(sql) for name, sql in filled.items()}
+        style = _NATIVE_PARAMSTYLE.get(driver or "")
+        self.native: dict[str, str] | None = None
+        if style == "named":
+            self.native = filled
+        elif style == "pyformat":
+            self.native = {name: _BIND.sub(r"%(\1)s", sql.replace("%", "%%")) for name, sql in filled.items()}
 
     def __getitem__(self, name: str) -> sa.TextClause:
         return self._text[name]
 
 
+@functools.lru_cache(maxsize=1024)
+def _row_type(columns: tuple[str, ...]) -> type:
+    """A tuple type with attribute access and ``_mapping``, like SQLAlchemy's Row."""
+    base = namedtuple("Row", columns, rename=True)  # type: ignore[misc]
+
+    def mapping(self: tuple[Any, ...]) -> dict[str, Any]:
+        return dict(zip(columns, self, strict=True))
+
+    return type("Row", (base,), {"__slots__": (), "_mapping": property(mapping)})
+
+
 class Tx:
-    """One open database transaction; run named queries in it."""
+    """One open database transaction; run named queries in it. Rows have attribute
+    access and ``_mapping``."""
 
     def __init__(self, conn: Connection, queries: Queries) -> None:
         self._conn = conn
         self._queries = queries
+        self._cursor: Any = None
+        #: statements the database answered so far (0: nothing of this unit of work ran)
+        self.statements_done = 0
+
+    def _execute(self, statement: Any, params: Any) -> sa.CursorResult[Any]:
+        result = self._conn.execute(statement, params)
+        self.statements_done += 1
+        return result
+
+    def _native(self, query: str, params: dict[str, Any]) -> Any:
+        """Run a named query on the driver's cursor; a driver error is raised as the
+        DBAPIError SQLAlchemy would raise, the connection invalidated if it was lost."""
+        sql = self._queries.native[query]  # type: ignore[index]
+        cursor = self._cursor
+        try:
+            if cursor is None:
+                cursor = self._cursor = self._conn.connection.cursor()
+            cursor.execute(sql, params)
+        except Exception as error:
+            dialect = self._conn.dialect
+            if not isinstance(error, dialect.loaded_dbapi.Error):
+                raise
+            lost = dialect.is_disconnect(error, self._conn.connection.dbapi_connection, cursor)
+            if lost:
+                self._conn.invalidate(error)  # never back into the pool
+            raise exc.DBAPIError.instance(sql, params, error, dialect.loaded_dbapi.Error, hide_parameters=True,
+                                          connection_invalidated=lost, dialect=dialect) from error
+        self.statements_done += 1
+        return cursor
+
+    def _rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> list[Any]:
+        row_type = _row_type(tuple(column[0] for column in cursor.description))
+        return [row_type(*row) for row in rows]
+
+    def close(self) -> None:
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None:
+            try:
+                cursor.close()
+            except Exception:  # its connection is gone: nothing left to release
+                pass
 
     def one(self, query: str, /, **params: Any) -> Row[Any] | None:
-        return self._conn.execute(self._queries[query], params).first()
+        if self._queries.native is None:
+            return self._execute(self._queries[query], params).first()
+        cursor = self._native(query, params)
+        row = cursor.fetchone()
+        return None if row is None else self._rows(cursor, [row])[0]  # type: ignore[no-any-return]
 
     def all(self, query: str, /, **params: Any) -> list[Row[Any]]:
-        return list(self._conn.execute(self._queries[query], params).all())
+        if self._queries.native is None:
+            return list(self._execute(self._queries[query], params).all())
+        cursor = self._native(query, params)
+        return self._rows(cursor, cursor.fetchall())
 
     def scalar(self, query: str, /, **params: Any) -> Any:
-        return self._conn.execute(self._queries[query], params).scalar()
+        if self._queries.native is None:
+            return self._execute(self._queries[query], params).scalar()
+        row = self._native(query, params).fetchone()
+        return None if row is None else row[0]
 
     def execute(self, query: str, /, **params: Any) -> int:
         """Run a statement; returns the number of rows it changed."""
-        return self._conn.execute(self._queries[query], params).rowcount
+        if self._queries.native is None:
+            return self._execute(self._queries[query], params).rowcount
+        return int(self._native(query, params).rowcount)
 
     def execute_many(self, query: str, rows: list[Mapping[str, Any]]) -> None:
         if rows:
-            self._conn.execute(self._queries[query], list(rows))
+            self._execute(self._queries[query], list(rows))
 
     def raw(self, statement: str, **params: Any) -> sa.CursorResult[Any]:
         """A literal statement (schema management only; never built from user input)."""
-        return self._conn.execute(sa.text(statement), params)
+        return self._execute(sa.text(statement), params)
 
 
 def _database_error(url: sa.URL, error: exc.DBAPIError) -> TxnBrokerError:
@@ -129,7 +231,7 @@ class Database:
             raise InvalidConfigError(
                 f"unsupported database {mask_url(self.url)}: use postgresql:// or sqlite://"
             )
-        self.queries = Queries(self.dialect)
+        self.queries = Queries(self.dialect, self.url.get_driver_name())
         self._pid_lock = threading.Lock()
         self.engine = self._create_engine(pool_size)
 
@@ -159,7 +261,7 @@ class Database:
             self.url,
             pool_size=pool_size,
             max_overflow=pool_size * 2,
-            pool_pre_ping=True,
+            # no pool_pre_ping: run() retries a unit of work whose connection turns out dead
             # bound values (a login's password, user data) never reach SQLAlchemy's logs
             # or its exception messages, even with statement logging on
             hide_parameters=True,
@@ -176,7 +278,11 @@ class Database:
             with self.engine.connect() as conn:
                 conn.info["txn_broker.write"] = write
                 with conn.begin():
-                    yield Tx(conn, self.queries)
+                    tx = Tx(conn, self.queries)
+                    try:
+                        yield tx
+                    finally:
+                        tx.close()
         except exc.DBAPIError as error:
             if isinstance(error, exc.IntegrityError):
                 raise
@@ -184,23 +290,41 @@ class Database:
 
     def run(self, work: Callable[[Tx], T], *, write: bool = True, attempts: int = 8) -> T:
         """Run ``work`` in a transaction, again from the start after a deadlock,
-        serialisation failure or busy SQLite, when the database rolled everything back."""
+        serialisation failure or busy SQLite, when the database rolled everything back,
+        and once more on a fresh connection when the connection was found dead before
+        any statement of ``work`` succeeded (nothing of it was applied). A connection lost
+        later raises DatabaseUnavailableError: the outcome is unknown."""
         delay = 0.01
-        for attempt in range(1, attempts + 1):
+        reconnected = False
+        attempt = 0
+        while True:
+            attempt += 1
+            tx: Tx | None = None
             try:
                 with self.engine.connect() as conn:
                     conn.info["txn_broker.write"] = write
                     with conn.begin():
-                        return work(Tx(conn, self.queries))
+                        tx = Tx(conn, self.queries)
+                        try:
+                            return work(tx)
+                        finally:
+                            tx.close()
             except exc.DBAPIError as error:
                 if isinstance(error, exc.IntegrityError):
                     raise
+                if error.connection_invalidated and not reconnected and (tx is None or tx.statements_done == 0):
+                    # the server dropped it, so it dropped the pool's other connections of the
+                    # time too, most likely (a restart): start the retry on fresh ones
+                    self.engine.dispose()
+                    reconnected = True
+                    attempt -= 1
+                    log.info("database connection was closed by the server; retrying on a new one")
+                    continue
                 if attempt < attempts and _is_retriable(error):
                     time.sleep(delay * (1 + random.random()))
                     delay = min(delay * 2, 1.0)
                     continue
                 raise _database_error(self.url, error) from None
-        raise AssertionError("unreachable")
 
     def read(self, work: Callable[[Tx], T]) -> T:
         """Run read-only ``work`` in one snapshot (REPEATABLE READ on PostgreSQL)."""

@@ -4,7 +4,7 @@ Tests crash the broker between the steps of a commit to prove every crash point 
 recovered. Two ways to arm a point:
 
 * in-process: ``set_fault_hook(fn)``; ``fn(point)`` runs at every point and may raise;
-* across processes: ``TXN_BROKER_FAULTS="commit.after_prepare=kill,produce.after_register=lose"``.
+* across processes: ``TXN_BROKER_FAULTS="commit.during_end=kill,produce.after_register=lose"``.
   Actions: ``kill`` (SIGKILL this process), ``raise`` (an InjectedFault),
   ``lose`` (the step succeeded but its reply is lost: a retriable error is raised after it),
   ``sleep:MS``, ``pause:PATH`` (write this process's pid to PATH, then wait, up to 10
@@ -14,8 +14,11 @@ recovered. Two ways to arm a point:
   (seeded by ``TXN_BROKER_FAULTS_SEED``), for randomized chaos runs.
 
 Points: produce.after_upload, produce.after_register, offsets.after_send,
-commit.before_prepare, commit.after_prepare, commit.after_complete,
-abort.after_prepare, abort.after_complete, sweep.after_fence, sweep.after_claim,
+commit.before_end (the producer flushed everything; EndTxn is next), commit.during_end and
+abort.during_end (inside EndTxn's database transaction, after the markers are written,
+before the database commits: a crash there must roll all of it back; a ``lose`` there acts
+like ``raise``), commit.after_end, abort.after_end, sweep.after_claim (inside the sweep's
+fencing transaction), sweep.after_fence (the epoch bump committed, the abort not yet),
 and in the Spark data source: spark.before_register (the executors uploaded a write's
 segments; the driver-side commit is about to register them), spark.after_register (they
 are registered in the open transaction), spark.before_commit (``txn_stage``: the stage's
@@ -36,11 +39,11 @@ POINTS = (
     "produce.after_upload",
     "produce.after_register",
     "offsets.after_send",
-    "commit.before_prepare",
-    "commit.after_prepare",
-    "commit.after_complete",
-    "abort.after_prepare",
-    "abort.after_complete",
+    "commit.before_end",
+    "commit.during_end",
+    "commit.after_end",
+    "abort.during_end",
+    "abort.after_end",
     "sweep.after_fence",
     "sweep.after_claim",
     "spark.before_register",

@@ -131,7 +131,7 @@ def load_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Table:
             "belongs to an aborted transaction purged by gc; readers must skip it"
         )
     try:
-        data = store.get(segment.object_key)
+        data = store.get_buffer(segment.object_key)  # zero-copy where the store allows (a memory map)
     except ObjectNotFoundError:
         raise CorruptSegmentError(
             f"segment object {segment.object_key} (offsets {segment.base_offset}.."
@@ -149,12 +149,21 @@ def load_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Table:
 def with_metadata(rows: pa.Table, topic: str, partition: int, first_offset: int) -> pa.Table:
     """Rows of a segment (``_timestamp`` first) with ``_topic``, ``_partition``, ``_offset``."""
     n = rows.num_rows
-    topics = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic]))
     rows = rows.add_column(0, pa.field("_offset", pa.int64()),
                            pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)))
     rows = rows.add_column(0, pa.field("_partition", pa.int32()),
                            pa.array(np.full(n, partition, dtype=np.int32)))
-    return rows.add_column(0, pa.field("_topic", pa.string()), topics.cast(pa.string()))
+    return rows.add_column(0, pa.field("_topic", pa.string()), _repeated(topic, n))
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """A string array of ``n`` times ``text``, built from its buffers (no per-row work)."""
+    raw = text.encode("utf-8")
+    if (n + 1) * len(raw) >= 2**31:  # beyond 32-bit offsets: let Arrow build it
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([text])).cast(
+            pa.string())
+    offsets = np.arange(0, (n + 1) * len(raw), len(raw), dtype=np.int32) if raw else np.zeros(n + 1, np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
 def read_rows(table: pa.Table, segment: PlannedSegment, start: int, end: int) -> pa.Table:

@@ -8,13 +8,36 @@ from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed a
 from .database import Database, Tx
 from .errors import SchemaVersionError
 
-_STATEMENT_END = re.compile(r";\s*$", re.M)
+_ONLY_ON = re.compile(r"--\s*only on (?P<dialect>postgresql|sqlite)\s*$")
 
 
-def split_statements(script: str) -> list[str]:
-    """The statements of a SQL script (no semicolons inside literals in our files)."""
-    lines = [ln for ln in script.splitlines() if not ln.lstrip().startswith("--")]
-    return [s.strip() for s in _STATEMENT_END.split("\n".join(lines)) if s.strip()]
+def split_statements(script: str, dialect: str) -> list[str]:
+    """The statements of a SQL script for ``dialect`` (``postgresql`` or ``sqlite``); a
+    statement ends with a semicolon at the end of a line (none inside literals in our
+    files). A statement after a comment line ``-- only on postgresql`` (or ``-- only on
+    sqlite``) is kept for that database only."""
+    statements: list[str] = []
+    lines: list[str] = []
+    only: str | None = None
+
+    def end() -> None:
+        text = "\n".join(lines).strip().removesuffix(";").strip()
+        if text and only in (None, dialect):
+            statements.append(text)
+
+    for line in script.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("--"):
+            match = _ONLY_ON.fullmatch(stripped)
+            if match:
+                only = match["dialect"]
+            continue
+        lines.append(line)
+        if stripped.endswith(";"):
+            end()
+            lines, only = [], None
+    end()
+    return statements
 
 
 def _ensure_version_table(tx: Tx) -> None:
@@ -58,7 +81,7 @@ def upgrade_db(db: Database) -> list[str]:
         for version, script in sql_files.migrations():
             if version in done:
                 continue
-            for statement in split_statements(script):
+            for statement in split_statements(script, db.dialect):
                 tx.raw(statement)
             tx.raw(
                 "INSERT INTO schema_migrations (version, applied_ms) VALUES (:v, :t)",

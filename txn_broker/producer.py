@@ -6,6 +6,13 @@ commit. Flushing uploads the objects (in parallel) and only then registers them 
 partition logs, so no reader can see a partial object. Each segment carries the next
 sequence number of its (producer id, partition): a registration retried after a lost
 reply is stored once, and a gap is refused (SEMANTICS.md section 2).
+
+In a transaction, the first send to a partition adds it to the transaction
+(AddPartitionsToTxn); the first one starts the transaction and its timeout clock, so a
+producer that hangs with buffered records is aborted by the timeout sweep as in Kafka.
+Other sends make one cheap unlocked fencing check, so that a zombie's ``send()`` fails at
+once. The registration adds its partitions too (idempotent; it is what opens the
+transaction after a lost reply), under the transactional id's lock.
 """
 
 from __future__ import annotations
@@ -109,12 +116,15 @@ class Producer:
         self._buffers: dict[tuple[int, int], _Buffer] = {}
         self._pending: list[SegmentWrite] = []  # uploaded, not yet acknowledged
         # encoded and numbered, but the upload failed: the next flush uploads them again
-        self._unuploaded: list[tuple[SegmentWrite, bytes]] = []
+        self._unuploaded: list[tuple[SegmentWrite, pa.Buffer]] = []
         self._next_seq: dict[tuple[int, int], int] = {}
         self._sticky: dict[str, int] = {}
-        self._topic_names: dict[int, str] = {}
+        self._topics: dict[int, TopicMeta] = {}
         self._txn_id: int | None = None
-        self._txn_partitions: set[tuple[int, int]] = set()
+        # a coordinator call of this transaction was made: a transaction may be open even
+        # while _txn_id is None (the call's reply was lost), so commit and abort must ask
+        self._txn_requested = False
+        self._txn_partitions: set[tuple[int, int]] = set()  # added by send() in this transaction
         self._txn_appends: list[AppendResult] = []
         self._uploader: ThreadPoolExecutor | None = None
 
@@ -189,12 +199,14 @@ class Producer:
             self._to(P.READY)
 
     def begin_transaction(self) -> None:
-        """Local only: the coordinator sees the transaction at its first partition."""
+        """Local only: the coordinator sees the transaction when its first segment is
+        registered (or its first offsets are sent)."""
         with self._lock:
             self._require(P.READY, action="begin_transaction")
             if self.transactional_id is None:
                 raise InvalidTxnStateError("begin_transaction() needs a transactional producer")
             self._txn_id = None
+            self._txn_requested = False
             self._txn_partitions = set()
             self._txn_appends = []
             self._to(P.IN_TRANSACTION)
@@ -217,6 +229,7 @@ class Producer:
                 return
             ident = self._identity()
             with self._fatal_on_fence():
+                self._txn_requested = True
                 self._txn_id = self._retrying(
                     lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
@@ -233,6 +246,7 @@ class Producer:
             self._require(P.IN_TRANSACTION, action="transaction_handle")
             if self._txn_id is None:
                 with self._fatal_on_fence():
+                    self._txn_requested = True
                     self._txn_id = self._retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
             return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
 
@@ -249,8 +263,9 @@ class Producer:
             try:
                 with self._fatal_on_fence():
                     self._flush_all()
-                    if self._txn_id is not None:
-                        fault_point("commit.before_prepare")
+                    if self._txn_id is not None or self._txn_requested:
+                        fault_point("commit.before_end")
+                        # txn_id None: a request's lost reply may have opened one; commit that
                         ident, txn_id = self._identity(), self._txn_id
                         self._retrying(lambda: self._broker.coordinator.end_transaction(
                             ident, txn_id, commit=True))
@@ -260,6 +275,7 @@ class Producer:
                 raise
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
+            self._txn_requested = False
             self._to(P.READY)
             return appends
 
@@ -273,11 +289,13 @@ class Producer:
             with self._fatal_on_fence():
                 self._buffers.clear()
                 self._resolve_pending()
-                if self._txn_id is not None:
+                if self._txn_id is not None or self._txn_requested:
+                    # txn_id None: abort whatever a request whose reply was lost opened
                     ident, txn_id = self._identity(), self._txn_id
                     self._retrying(lambda: self._broker.coordinator.end_transaction(
                         ident, txn_id, commit=False))
             self._txn_id = None
+            self._txn_requested = False
             self._txn_appends = []
             self._to(P.READY)
 
@@ -320,16 +338,21 @@ class Producer:
             table = with_timestamp(table, int(time.time() * 1000))
             split = self._split(table, parts)
             ident = self._identity()
-            self._topic_names[meta.topic_id] = meta.name
+            self._topics[meta.topic_id] = meta
             if self.transactional_id is not None:
+                # AddPartitionsToTxn before the first write to a partition (SEMANTICS.md 3):
+                # the first one starts the transaction and its timeout clock now, not at the
+                # flush. Later sends only fail a zombie at once. The registration of the
+                # data checks the epoch and the open transaction again, under the lock.
                 with self._fatal_on_fence():
-                    new = [(meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions]
+                    new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
                     if new:
+                        self._txn_requested = True
                         self._txn_id = self._retrying(
                             lambda: self._broker.coordinator.add_partitions(ident, new))
                         self._txn_partitions.update(new)
                     else:
-                        self._broker.coordinator.check_not_fenced(ident)
+                        self._retrying(lambda: self._broker.coordinator.check_not_fenced(ident))
             full = []
             for p, part in split.items():
                 buf = self._buffers.setdefault((meta.topic_id, p), _Buffer())
@@ -391,13 +414,14 @@ class Producer:
                 continue
             table = pa.concat_tables(buf.tables)
             topic_id, partition = key
+            meta = self._topics[topic_id]
             seq = self._next_seq.get(key, 0)
             self._next_seq[key] = seq + 1
-            payload = encode_segment(table)
+            payload = encode_segment(table, meta.compression)
             ts = table.column("_timestamp").cast(pa.int64())
             staged.append((SegmentWrite(
                 topic_id=topic_id,
-                topic=self._topic_names[topic_id],
+                topic=meta.name,
                 partition=partition,
                 record_count=table.num_rows,
                 size_bytes=len(payload),
@@ -420,7 +444,7 @@ class Producer:
         fault_point("produce.after_register")
         return results
 
-    def _upload(self, staged: list[tuple[SegmentWrite, bytes]]) -> None:
+    def _upload(self, staged: list[tuple[SegmentWrite, pa.Buffer]]) -> None:
         store = self._broker.store
         if len(staged) == 1:
             w, data = staged[0]
@@ -435,6 +459,8 @@ class Producer:
 
     def _register(self) -> list[AppendResult]:
         ident = self._identity()
+        if self.transactional_id is not None:
+            self._txn_requested = True  # the append starts the transaction if none is open
         for _attempt in range(RETRY_ATTEMPTS):
             try:
                 results = self._retrying(
@@ -445,6 +471,8 @@ class Producer:
                 self._restart_sequences()
                 continue
             self._pending = []
+            if self.transactional_id is not None and results:
+                self._txn_id = results[0].txn_id
             self._txn_appends.extend(results)
             return results
         raise UnknownProducerStateError("sequence state could not be re-established")

@@ -91,25 +91,78 @@ def _conform(table: pa.Table, schema: pa.Schema, topic: str) -> pa.Table:
 
 
 def record_sizes(table: pa.Table) -> np.ndarray:
-    """Approximate bytes of each record (the sum of its values' sizes)."""
+    """Approximate bytes of each record: the sum of its values' sizes (binary and string
+    lengths, fixed widths), nested lists, maps and structs included. Computed per column
+    from the arrays' offsets, without a Python step per record."""
     sizes = np.zeros(table.num_rows, dtype=np.int64)
     for column in table.columns:
-        t = column.type
-        if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
-                or pa.types.is_large_string(t):
-            lengths = pc.binary_length(column).fill_null(0)
-            sizes += lengths.to_numpy(zero_copy_only=False).astype(np.int64)
-        elif _fixed_width(t):
-            sizes += max(t.bit_width // 8, 1)
-        else:
-            sizes += np.fromiter(
-                (column.slice(i, 1).nbytes for i in range(table.num_rows)),
-                dtype=np.int64, count=table.num_rows,
-            )
+        if _fixed_width(column.type):
+            sizes += max(column.type.bit_width // 8, 1)
+        elif column.num_chunks:
+            sizes += np.concatenate([_value_sizes(chunk) for chunk in column.chunks])
     return sizes
 
 
+def _largest_record_bound(table: pa.Table) -> int:
+    """An upper bound of every record's size: the largest value of each column, summed."""
+    bound = 0
+    for column in table.columns:
+        t = column.type
+        if _fixed_width(t):
+            bound += max(t.bit_width // 8, 1)
+        elif _is_binary_like(t):
+            bound += int(pc.max(pc.binary_length(column)).as_py() or 0)
+        else:
+            bound += max((int(_value_sizes(chunk).max()) for chunk in column.chunks if len(chunk)), default=0)
+    return bound
+
+
+def _value_sizes(array: pa.Array) -> np.ndarray:
+    """Bytes of each value of ``array``; a null string, binary or list counts 0."""
+    t = array.type
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if pa.types.is_dictionary(t):
+        indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        return _value_sizes(array.dictionary)[indices]
+    if _is_binary_like(t):
+        return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        # offsets (of this slice) index into the whole child array
+        bounds = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        out = _span_sums(_value_sizes(array.values), bounds[:-1], bounds[1:])
+    elif pa.types.is_fixed_size_list(t):
+        width = t.list_size
+        first = (np.arange(n, dtype=np.int64) + array.offset) * width
+        out = _span_sums(_value_sizes(array.values), first, first + width)
+    elif pa.types.is_struct(t):
+        out = np.zeros(n, dtype=np.int64)
+        for i in range(t.num_fields):
+            out += _value_sizes(array.field(i))  # field() applies this slice's offset
+    elif _fixed_width(t):
+        return np.full(n, max(t.bit_width // 8, 1), dtype=np.int64)
+    else:  # unions, list views, extension types: measured one by one
+        return np.fromiter((array.slice(i, 1).nbytes for i in range(n)), dtype=np.int64, count=n)
+    if array.null_count:
+        out[array.is_null().to_numpy(zero_copy_only=False)] = 0
+    return out
+
+
+def _span_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``values[starts[i]:ends[i]].sum()`` for every i, from one cumulative sum."""
+    cumulative = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(values, dtype=np.int64)])
+    return cumulative[ends] - cumulative[starts]
+
+
+def _is_binary_like(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t)
+                or pa.types.is_large_string(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t))
+
+
 def _fixed_width(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):  # its bit width is the index's; its values count
+        return False
     try:
         return bool(t.bit_width)
     except ValueError:  # variable width or nested
@@ -117,7 +170,8 @@ def _fixed_width(t: pa.DataType) -> bool:
 
 
 def check_record_sizes(table: pa.Table, max_bytes: int, topic: str) -> None:
-    if table.num_rows == 0 or table.nbytes <= max_bytes:
+    """RecordTooLargeError naming the first record larger than ``max_bytes``."""
+    if table.num_rows == 0 or table.nbytes <= max_bytes or _largest_record_bound(table) <= max_bytes:
         return
     sizes = record_sizes(table)
     worst = int(sizes.max())
@@ -129,33 +183,105 @@ def check_record_sizes(table: pa.Table, max_bytes: int, topic: str) -> None:
         )
 
 
+#: keys sampled to decide whether hashing the distinct keys only pays off
+_KEY_SAMPLE = 4096
+
+
 def key_partitions(column: pa.ChunkedArray | pa.Array, partition_count: int) -> np.ndarray:
     """A stable partition per key: crc32 of the key's bytes (its UTF-8 text for non-binary
-    types), modulo the partition count. Null keys get -1 (the caller spreads them)."""
+    types), modulo the partition count. Null keys get -1 (the caller spreads them).
+
+    Every writer (``producer.send(key=...)``, the Spark data source) must agree on this,
+    and data already written depends on it: never change the function. The work is one
+    ``zlib.crc32`` per key, with no other per-record Python: keys are taken as bytes
+    (string columns are reinterpreted, not encoded), and when a sample shows that keys
+    repeat, the column is dictionary-encoded and only its distinct keys are hashed."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
-        column = pc.cast(column, pa.string())
-    out = np.empty(len(column), dtype=np.int64)
-    for i, value in enumerate(column.to_pylist()):
-        if value is None:
-            out[i] = -1
-        else:
-            raw = value if isinstance(value, bytes) else value.encode("utf-8")
-            out[i] = zlib.crc32(raw) % partition_count
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type):
+        keys = column.cast(pa.large_binary())  # UTF-8 text is its own bytes: no copy
+    elif pa.types.is_binary(column.type) or pa.types.is_string(column.type):
+        keys = column.cast(pa.binary())
+    else:
+        keys = pc.cast(column, pa.string()).cast(pa.binary())
+    nulls = keys.is_null().to_numpy(zero_copy_only=False) if keys.null_count else None
+    if nulls is not None:
+        keys = keys.fill_null(b"")
+    if len(keys) > 2 * _KEY_SAMPLE and _keys_repeat(keys):
+        encoded = pc.dictionary_encode(keys)
+        crcs = _crc32(encoded.dictionary)[encoded.indices.to_numpy(zero_copy_only=False)]
+    else:
+        crcs = _crc32(keys)
+    out = crcs % partition_count
+    if nulls is not None:
+        out[nulls] = -1
     return out
 
 
-def encode_segment(table: pa.Table) -> bytes:
-    """One segment object: an Arrow IPC file."""
+def _keys_repeat(keys: pa.Array) -> bool:
+    """Whether an evenly spread sample of ``keys`` holds fewer than half distinct values."""
+    step = len(keys) // _KEY_SAMPLE
+    sample = keys.take(pa.array(np.arange(0, step * _KEY_SAMPLE, step, dtype=np.int64)))
+    return int(pc.count_distinct(sample).as_py()) * 2 < _KEY_SAMPLE
+
+
+def _crc32(keys: pa.Array) -> np.ndarray:
+    crcs = np.fromiter(map(zlib.crc32, keys.to_pylist()), dtype=np.uint32, count=len(keys))
+    return crcs.astype(np.int64)
+
+
+#: segment compression codecs (topic config ``compression.type``), Arrow IPC's own
+COMPRESSION_TYPES = ("uncompressed", "lz4", "zstd")
+_IPC_OPTIONS = {
+    "uncompressed": pa.ipc.IpcWriteOptions(),
+    "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),
+    "zstd": pa.ipc.IpcWriteOptions(compression="zstd"),
+}
+#: a segment larger than this is compressed only if a sample of it is
+_SAMPLE_BYTES = 64 * 1024
+#: ... at least this much smaller compressed
+_MIN_SAVINGS = 0.1
+
+
+def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buffer:
+    """One segment object: an Arrow IPC file, its buffers compressed with ``compression``
+    (``uncompressed``, ``lz4`` or ``zstd``: Arrow's IPC buffer compression, which every
+    Arrow IPC reader decodes). Data that does not compress is stored as it is: Arrow does
+    so per buffer, and a large segment whose first ``_SAMPLE_BYTES`` do not shrink by
+    ``_MIN_SAVINGS`` is written uncompressed without trying (already compressed or
+    encrypted payloads cost no compression time, and are read without a copy). Returned
+    as the Arrow buffer it was written to."""
+    try:
+        options = _IPC_OPTIONS[compression]
+    except KeyError:
+        raise ValueError(f"unknown segment compression {compression!r}; known: {COMPRESSION_TYPES}") from None
+    if compression != "uncompressed" and table.nbytes > 4 * _SAMPLE_BYTES and not _compresses(table, options):
+        options = _IPC_OPTIONS["uncompressed"]
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
+    with pa.ipc.new_file(sink, table.schema, options=options) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
-def decode_segment(data: bytes) -> pa.Table:
-    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
+    """Whether the first ``_SAMPLE_BYTES`` of ``table`` shrink by ``_MIN_SAVINGS``."""
+    sample = table.slice(0, max(1, table.num_rows * _SAMPLE_BYTES // max(table.nbytes, 1)))
+    sizes = []
+    for sample_options in (_IPC_OPTIONS["uncompressed"], options):
+        sink = pa.MockOutputStream()
+        with pa.ipc.new_file(sink, sample.schema, options=sample_options) as writer:
+            writer.write_table(sample)
+        sizes.append(sink.size())
+    return bool(sizes[1] <= sizes[0] * (1 - _MIN_SAVINGS))
+
+
+def decode_segment(data: bytes | pa.Buffer) -> pa.Table:
+    """The records of a segment object, compressed or not. From a ``pa.Buffer`` (a memory
+    map, an S3 body) the uncompressed columns are read without a copy."""
+    source = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    return pa.ipc.open_file(source).read_all()
 
 
 def with_timestamp(table: pa.Table, now_ms: int) -> pa.Table:

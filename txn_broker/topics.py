@@ -15,11 +15,24 @@ from .database import Database, Tx
 from .errors import InvalidConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from .models import PartitionInfo, TopicDescription
 from .names import validate_topic_name
-from .records import DEFAULT_SCHEMA, schema_from_text, schema_to_text, validate_topic_schema
+from .records import (
+    COMPRESSION_TYPES,
+    DEFAULT_SCHEMA,
+    schema_from_text,
+    schema_to_text,
+    validate_topic_schema,
+)
 
 MAX_PARTITIONS = 10_000
-#: topic configs and their defaults (-1: unlimited)
-TOPIC_CONFIGS = {"retention.ms": -1, "retention.bytes": -1, "max.message.bytes": None}
+#: topic configs and their defaults (-1: unlimited; None: the broker's max_message_bytes)
+TOPIC_CONFIGS: dict[str, int | str | None] = {
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "max.message.bytes": None,
+    "compression.type": "zstd",
+}
+#: the compression of segments written to a topic whose config predates compression.type
+LEGACY_COMPRESSION = "uncompressed"
 
 
 @dataclass(frozen=True)
@@ -28,20 +41,27 @@ class TopicMeta:
     name: str
     partition_count: int
     schema: pa.Schema
-    config: dict[str, int]
+    config: dict[str, Any]
     created_ms: int
 
     @property
     def max_message_bytes(self) -> int:
-        return self.config["max.message.bytes"]
+        return int(self.config["max.message.bytes"])
+
+    @property
+    def compression(self) -> str:
+        """How new segments of this topic are compressed (``compression.type``)."""
+        return str(self.config["compression.type"])
 
     @classmethod
     def of(cls, row: Any) -> TopicMeta:
+        config = json.loads(row.config)
+        config.setdefault("compression.type", LEGACY_COMPRESSION)  # created before the config existed
         return cls(row.topic_id, row.name, row.partition_count, schema_from_text(row.arrow_schema),
-                   json.loads(row.config), row.created_ms)
+                   config, row.created_ms)
 
 
-def validate_config(config: object, settings: Settings) -> dict[str, int]:
+def validate_config(config: object, settings: Settings) -> dict[str, Any]:
     if config is None:
         config = {}
     if not isinstance(config, dict):
@@ -49,9 +69,12 @@ def validate_config(config: object, settings: Settings) -> dict[str, int]:
     unknown = sorted(set(map(str, config)) - set(TOPIC_CONFIGS))
     if unknown:
         raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
-    out: dict[str, int] = {}
+    out: dict[str, Any] = {}
     for key, default in TOPIC_CONFIGS.items():
         value = config.get(key, settings.max_message_bytes if default is None else default)
+        if key == "compression.type":
+            out[key] = _compression(value)
+            continue
         if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,18}\s*", value):
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -62,6 +85,17 @@ def validate_config(config: object, settings: Settings) -> dict[str, int]:
             raise InvalidConfigError(f"topic config {key} must be -1 (unlimited) or positive, got {value}")
         out[key] = value
     return out
+
+
+def _compression(value: object) -> str:
+    if value == "none":  # the producer-side spelling of Kafka's compression.type
+        value = "uncompressed"
+    if value not in COMPRESSION_TYPES:
+        raise InvalidConfigError(
+            f"topic config compression.type={value!r} must be one of {', '.join(COMPRESSION_TYPES)} "
+            "(segments are Arrow IPC files, whose buffer compression is lz4 or zstd)"
+        )
+    return str(value)
 
 
 class Topics:

@@ -6,6 +6,13 @@ DAGs plus ``dag_files/`` (symlinks), and the repository's plugins folder. DAGs r
 ``dag.test()`` in a fresh subprocess each (``dag_runner.py``), so Airflow's process-wide
 state never leaks between tests or into other tiers of the suite.
 
+Backends: the broker's own tiers (unit, integration, cli, fuzz, chaos) run every scenario
+on both backends. Here a DAG run costs a minute or more of Spark and Airflow start-up, so
+each end-to-end scenario runs on one backend (``parametrize("backend", [...], indirect=True)``),
+chosen so that the tier as a whole covers both: PostgreSQL + S3 for the zombie, the orders
+pipeline, ingest and load, the timeout sensor; SQLite + a local directory for the retried
+stage, bank transfers, maintenance, the listener and the scheduler test.
+
 ``airflow_env`` (function): the same settings in this process's environment, for the few
 tests that import Airflow in-process (trigger serialisation, the hook).
 """

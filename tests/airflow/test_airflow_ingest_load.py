@@ -34,6 +34,7 @@ def read_topic(broker, topic: str) -> list[str]:  # type: ignore[no-untyped-def]
     return ids
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # one backend: see conftest.py
 def test_retried_ingest_and_load_are_exactly_once(airflow_site, backend, tmp_path, request) -> None:  # type: ignore[no-untyped-def]
     csv = write_csv(tmp_path / "orders.csv", ROWS)
     env = {"TXN_TEST_CRASH_AFTER_COMMIT": "1"}

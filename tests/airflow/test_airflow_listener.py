@@ -11,6 +11,7 @@ import pytest
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # one backend: see conftest.py
 def test_listener_aborts_failed_tasks_transaction(airflow_site, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     started_ms = time.time() * 1000
     result = airflow_site.run_dag("txn_test_listener", backend_env=backend.env, broker_home=tmp_path)

@@ -22,6 +22,7 @@ def committed(broker) -> list[int]:  # type: ignore[no-untyped-def]
     return sorted(values)
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # one backend: see conftest.py
 def test_maintenance_dag_sweeps_and_collects(airflow_site, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with backend.connect() as broker:
         broker.create_topic("kept", partitions=2, schema=SCHEMA)

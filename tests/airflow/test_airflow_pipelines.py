@@ -38,6 +38,7 @@ def warehouse_url(backend, request, tmp_path) -> tuple[str, dict[str, str]]:  # 
     return f"sqlite:///{tmp_path / 'home' / 'warehouse.db'}", {}
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # one backend: see conftest.py
 def test_orders_pipeline(airflow_site, backend, tmp_path, request) -> None:  # type: ignore[no-untyped-def]
     url, env = warehouse_url(backend, request, tmp_path)
     expected_orders = 0
@@ -84,6 +85,7 @@ def test_orders_pipeline(airflow_site, backend, tmp_path, request) -> None:  # t
     assert orders == expected_orders and rows == daily_rows
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # one backend: see conftest.py
 def test_bank_transfers(airflow_site, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     result = airflow_site.run_dag("bank_transfers", backend_env=backend.env, broker_home=tmp_path,
                                   conf={"transfers": 30}, timeout=600)

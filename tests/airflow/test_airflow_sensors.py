@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 SCHEMA = pa.schema([("n", pa.int64())])
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # one backend: see conftest.py
 def test_timeout_sensor_aborts_hung_transaction_and_records_sensor_counts_committed(
         airflow_site, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     result = airflow_site.run_dag("txn_test_sensors", backend_env=backend.env, broker_home=tmp_path)

@@ -50,6 +50,7 @@ def high_watermarks(broker, topic: str) -> int:  # type: ignore[no-untyped-def]
     return sum(p.high_watermark for p in broker.describe_topic(topic).partitions)
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # one backend: see conftest.py
 def test_retried_stage_output_is_exactly_once(airflow_site, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with backend.connect() as broker:
         prepare(broker)
@@ -72,6 +73,7 @@ def test_retried_stage_output_is_exactly_once(airflow_site, backend, tmp_path) -
         assert group.lag == 0 and sum(p.committed_offset for p in group.partitions) == N
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # one backend: see conftest.py
 def test_zombie_is_fenced_and_output_is_exactly_once(airflow_site, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with backend.connect() as broker:
         prepare(broker)

@@ -61,7 +61,7 @@ def test_every_case_on_the_embedded_backend(tmp_path):
         assert (tmp_path / "benchmarks" / f"{image}.png").stat().st_size > 1000
         assert f"benchmarks/{image}.png" in doc
     scale = next(r for r in run["results"] if r["case"] == 6)
-    assert set(scale["plans"]) == {"partition_offsets", "fetch_plan", "write_markers", "record_txn_append"}
+    assert set(scale["plans"]) == {"partition_offsets", "fetch_plan", "write_markers", "add_txn_append"}
     # rewriting keeps what was written by hand around the generated part
     (tmp_path / "benchmarks.md").write_text("intro by hand\n" + doc + "\nanalysis by hand\n")
     from bench import report

@@ -8,6 +8,8 @@ import pyarrow as pa
 import pytest
 from _cli import error_line, run, run_json
 
+from txn_broker.topics import TOPIC_CONFIGS
+
 pytestmark = pytest.mark.integration
 
 PARTITION_KEYS = {"partition", "log_start_offset", "high_watermark", "last_stable_offset", "segments", "size_bytes"}
@@ -20,7 +22,7 @@ def test_topics_create_list_describe_delete(backend, tmp_path):
                        "--config", "retention.ms=86400000", "retention.bytes=1000000")
     assert set(created) == TOPIC_KEYS
     assert created["config"] == {"retention.ms": 86400000, "retention.bytes": 1000000,
-                                 "max.message.bytes": 1048588}
+                                 "max.message.bytes": 1048588, "compression.type": TOPIC_CONFIGS["compression.type"]}
     assert created["schema"] == {"fields": [
         {"name": "order_id", "type": "string", "nullable": False},
         {"name": "amount", "type": "double", "nullable": True},

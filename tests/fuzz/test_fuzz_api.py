@@ -28,6 +28,7 @@ from txn_broker.errors import (
     TxnBrokerError,
     UnknownTopicOrPartitionError,
 )
+from txn_broker.records import COMPRESSION_TYPES
 
 pytestmark = pytest.mark.integration
 
@@ -347,8 +348,9 @@ def test_timeouts_and_poll_arguments(broker, timeout, poll_timeout, max_records)
 
 @FUZZ
 @given(config=st.one_of(st.dictionaries(st.sampled_from(["retention.ms", "retention.bytes", "max.message.bytes",
-                                                         "cleanup.policy", ""]),
-                                        st.one_of(st.integers(-3, 10**12), st.text(max_size=6), st.none()),
+                                                         "compression.type", "cleanup.policy", ""]),
+                                        st.one_of(st.integers(-3, 10**12), st.text(max_size=6), st.none(),
+                                                  st.sampled_from(["lz4", "zstd", "none", "gzip"])),
                                         max_size=3),
                         st.sampled_from([[], "retention.ms=5", 7])),
        partitions=st.one_of(st.integers(-1, 5), st.sampled_from([10_001, 2.0, "3", None, True])))
@@ -362,4 +364,5 @@ def test_topic_configs_and_partition_counts(broker, config, partitions):
         return
     described = broker.describe_topic(topic)
     assert len(described.partitions) == partitions
-    assert all(v == -1 or v > 0 for v in described.config.values())
+    assert all(v == -1 or v > 0 for k, v in described.config.items() if k != "compression.type")
+    assert described.config["compression.type"] in COMPRESSION_TYPES

@@ -115,6 +115,7 @@ lines = st.one_of(
        use_raw=st.booleans())
 @example(rows=[], raw=b"\xff\xfe\x00garbage", fmt="parquet", use_raw=True)
 @example(rows=[], raw=b"", fmt="jsonl", use_raw=True)
+@example(rows=[], raw=b"\x80\n", fmt="csv", use_raw=True)  # a CSV header that is not UTF-8
 @example(rows=['{"key": "a2V5", "value": "dmFsdWU="}', "{"], raw=b"", fmt="jsonl", use_raw=False)
 def test_malformed_record_files(broker, rows, raw, fmt, use_raw):
     """With --transactional-id the file lands whole or not at all."""

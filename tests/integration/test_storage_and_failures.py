@@ -70,3 +70,16 @@ def test_unsupported_urls_are_config_errors(tmp_path):
         txn_broker.connect("mysql://u:p@h/db", (tmp_path / "s").as_uri())
     with pytest.raises(InvalidConfigError):
         txn_broker.connect(f"sqlite:///{tmp_path}/b.db", "ftp://x/y")
+
+
+def test_get_buffer_hands_out_the_object_and_survives_its_deletion(backend):
+    import pyarrow as pa
+
+    store = open_store(backend.storage_url)
+    store.put("topics/1/0/m.arrow", pa.py_buffer(b"mapped segment"))  # put takes Arrow buffers too
+    buffer = store.get_buffer("topics/1/0/m.arrow")
+    assert isinstance(buffer, pa.Buffer) and buffer.to_pybytes() == b"mapped segment"
+    store.delete(["topics/1/0/m.arrow"])  # gc deletes an object a reader still holds
+    assert buffer.to_pybytes() == b"mapped segment"
+    with pytest.raises(ObjectNotFoundError):
+        store.get_buffer("topics/1/0/m.arrow")

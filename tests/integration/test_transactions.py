@@ -244,7 +244,7 @@ def test_commit_retried_after_a_lost_reply_succeeds_once(backend):
     lost = []
 
     def lose_once(point):
-        if point == "commit.after_complete" and not lost:
+        if point == "commit.after_end" and not lost:
             lost.append(point)
             raise LostReply("reply lost")
 
@@ -258,6 +258,183 @@ def test_commit_retried_after_a_lost_reply_succeeds_once(backend):
     desc = broker.describe_transaction("r")
     broker.coordinator.end_transaction(producer.identity, desc.txn_id, commit=True)
     assert [h.to_state for h in broker.describe_transaction("r").history] == history
+
+
+def test_commit_is_one_database_transaction_with_both_transitions_recorded(backend):
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA)
+    producer = broker.producer(transactional_id="one")
+    producer.init_transactions()
+    with producer.transaction():
+        producer.send("t", rows(2), partition=0)
+        producer.send("t", rows(1), partition=1)
+    desc = broker.describe_transaction("one")
+    assert [h.to_state for h in desc.history] == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    prepare, complete = desc.history[2:]
+    assert (prepare.txn_id, prepare.producer_epoch) == (complete.txn_id, complete.producer_epoch) == (
+        desc.txn_id, producer.epoch)
+    assert [p.marker for p in desc.partitions] == ["COMMIT", "COMMIT"]
+    producer.begin_transaction()
+    producer.send("t", rows(1, "x"))
+    producer.flush()
+    producer.abort_transaction()
+    assert [h.to_state for h in broker.describe_transaction("one").history][-3:] == [
+        "Ongoing", "PrepareAbort", "CompleteAbort"]
+
+
+def test_the_first_send_opens_the_transaction_and_adds_its_partitions(backend):
+    """AddPartitionsToTxn before the first write to each partition (SEMANTICS.md 3): the
+    first send starts the transaction and its timeout clock, although the records are
+    still buffered; the registration fills in the partitions' offsets."""
+    broker = backend.connect()
+    broker.create_topic("t", partitions=3, schema=SCHEMA)
+    producer = broker.producer(transactional_id="implicit")
+    producer.init_transactions()
+    producer.begin_transaction()
+    assert broker.describe_transaction("implicit").state == "Empty"  # begin is local only
+    producer.send("t", rows(2), partition=0)
+    producer.send("t", rows(2), partition=2)
+    desc = broker.describe_transaction("implicit")
+    assert desc.state == "Ongoing" and desc.start_ms is not None
+    assert [(p.partition, p.first_offset) for p in desc.partitions] == [(0, None), (2, None)]
+    results = producer.flush()
+    desc = broker.describe_transaction("implicit")
+    assert {r.txn_id for r in results} == {desc.txn_id}
+    assert [(p.partition, p.first_offset, p.last_offset) for p in desc.partitions] == [(0, 0, 1), (2, 0, 1)]
+    assert [h.to_state for h in desc.history] == ["Empty", "Ongoing"]
+    producer.send("t", rows(1), partition=1)  # a partition added later in the transaction
+    producer.commit_transaction()
+    desc = broker.describe_transaction("implicit")
+    assert [(p.partition, p.marker) for p in desc.partitions] == [(0, "COMMIT"), (1, "COMMIT"), (2, "COMMIT")]
+    assert len(read(broker, ["t"])) == 5
+
+
+def test_a_producer_hung_with_buffered_records_is_aborted_by_the_timeout_sweep(backend):
+    """The clock starts at the first send, not at the flush: a producer that hangs before
+    it flushed anything is still aborted, and fenced when it wakes up."""
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    hung = broker.producer(transactional_id="buffered", transaction_timeout_ms=1000)
+    hung.init_transactions()
+    hung.begin_transaction()
+    hung.send("t", rows(2, "hung"))  # buffered only
+    time.sleep(1.1)
+    done = broker.abort_expired_transactions()
+    assert [(a.transactional_id, a.epoch) for a in done] == [("buffered", 1)]
+    with pytest.raises(ProducerFencedError):
+        hung.commit_transaction()
+    assert read(broker, ["t"], isolation="read_uncommitted") == []  # nothing was ever written
+
+
+def test_appends_into_an_ended_transaction_or_from_a_stale_epoch_are_refused(backend):
+    """The server-side defence: a late append of a transaction that ended, or one of a
+    fenced instance, is refused under the transactional id's lock and writes nothing."""
+    from txn_broker.coordinator import SegmentWrite
+
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    meta = broker.topics.get("t")
+    producer = broker.producer(transactional_id="late")
+    producer.init_transactions()
+    with producer.transaction():
+        producer.send("t", rows(1))
+    ended = broker.describe_transaction("late").txn_id
+
+    def late_write(seq):
+        return [SegmentWrite(meta.topic_id, "t", 0, 1, 1, f"topics/late-{seq}", seq, 0)]
+
+    with pytest.raises(InvalidTxnStateError):  # the transaction it belonged to is over
+        broker.coordinator.append(producer.identity, ended, late_write(1))
+    producer.begin_transaction()
+    producer.send("t", rows(1, "open"))
+    producer.flush()
+    with pytest.raises(InvalidTxnStateError):  # another transaction is open now: still refused
+        broker.coordinator.append(producer.identity, ended, late_write(2))
+    zombie = producer.identity
+    broker.producer(transactional_id="late").init_transactions()
+    for txn_id in (None, broker.describe_transaction("late").txn_id):
+        with pytest.raises(ProducerFencedError):
+            broker.coordinator.append(zombie, txn_id, late_write(2))
+    assert broker.describe_topic("t").partitions[0].high_watermark == 2
+
+
+def test_lost_replies_of_the_first_add_partitions_and_append_are_joined_not_duplicated(backend):
+    """AddPartitionsToTxn started the transaction but its reply was lost: the retry joins
+    that transaction. The append's reply is lost too: its retry is stored once."""
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="lost")
+    producer.init_transactions()
+    producer.begin_transaction()
+    coordinator = broker.coordinator
+    add_partitions, append, added, sent = coordinator.add_partitions, coordinator.append, [], []
+
+    def add_partitions_reply_lost_once(ident, partitions):
+        added.append(add_partitions(ident, partitions))  # applied: the transaction is open
+        if len(added) == 1:
+            raise LostReply("reply lost")
+        return added[-1]
+
+    def append_reply_lost_once(ident, txn_id, writes):
+        results = append(ident, txn_id, writes)
+        sent.append((txn_id, [r.duplicate for r in results]))
+        if len(sent) == 1:
+            raise LostReply("reply lost")
+        return results
+
+    coordinator.add_partitions = add_partitions_reply_lost_once
+    coordinator.append = append_reply_lost_once
+    producer.send("t", rows(3))
+    producer.commit_transaction()  # the producer retries the append, then commits
+    txn_id = broker.describe_transaction("lost").txn_id
+    assert added == [txn_id, txn_id]
+    assert sent == [(txn_id, [False]), (txn_id, [True])]
+    assert [r["k"] for r in read(broker, ["t"])] == ["x0", "x1", "x2"]
+    assert broker.describe_topic("t").partitions[0].high_watermark == 3
+    assert [h.to_state for h in broker.describe_transaction("lost").history].count("Ongoing") == 1
+
+
+def test_an_append_that_knows_no_transaction_joins_the_open_one_of_its_epoch(backend):
+    """Coordinator level: an append with no transaction id (the producer never learnt it)
+    joins the transaction its own instance has open; it opens one if the id is idle."""
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="joiner")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(1))
+    opened = broker.describe_transaction("joiner").txn_id
+    producer._txn_id = None  # as if every reply of AddPartitionsToTxn had been lost
+    results = producer.flush()
+    assert {r.txn_id for r in results} == {opened}
+    producer.commit_transaction()
+    assert broker.describe_transaction("joiner").state == "CompleteCommit"
+    assert len(read(broker, ["t"])) == 1
+
+
+def test_abort_after_a_failed_first_append_aborts_what_it_opened(backend):
+    """An append whose answer never came may have opened the transaction at the
+    coordinator: abort_transaction() must end it, not leave it holding the LSO back."""
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="unsure")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(2))
+    append = broker.coordinator.append
+
+    def append_then_fail(ident, txn_id, writes):
+        append(ident, txn_id, writes)
+        raise InjectedFault("the caller never learns that the append was stored")
+
+    broker.coordinator.append = append_then_fail
+    with pytest.raises(InjectedFault):
+        producer.flush()
+    broker.coordinator.append = append
+    assert broker.describe_transaction("unsure").state == "Ongoing"
+    producer.abort_transaction()
+    assert broker.describe_transaction("unsure").state == "CompleteAbort"
+    assert lso(broker, "t") == 2 and read(broker, ["t"]) == []
 
 
 def test_illegal_calls_raise_invalid_txn_state(backend):
@@ -401,8 +578,10 @@ def test_describe_and_list(backend):
     assert runs[0]["outcome"] == "COMMIT" and runs[0]["record_count"] == 3
 
 
-COMMIT_POINTS = ["commit.before_prepare", "commit.after_prepare", "commit.after_complete"]
-ABORT_POINTS = ["abort.after_prepare", "abort.after_complete"]
+# every step boundary of a commit: before EndTxn, inside its database transaction (all
+# written, not committed), after it; the produce points come before EndTxn too
+COMMIT_POINTS = ["commit.before_end", "commit.during_end", "commit.after_end"]
+ABORT_POINTS = ["abort.during_end", "abort.after_end"]
 
 
 @pytest.mark.parametrize("point", ["produce.after_upload", "produce.after_register", *COMMIT_POINTS])
@@ -426,7 +605,11 @@ def test_crash_during_commit_is_recovered(backend, point, recover):
     with pytest.raises(InjectedFault):
         producer.commit_transaction()
     set_fault_hook(None)
-    decided = point in ("commit.after_prepare", "commit.after_complete")
+    decided = point == "commit.after_end"
+    if point == "commit.during_end":  # EndTxn's database transaction was rolled back whole
+        desc = broker.describe_transaction("crash")
+        assert desc.state == "Ongoing" and "PrepareCommit" not in [h.to_state for h in desc.history]
+        assert [p.marker for p in desc.partitions] == [None, None]
     if recover == "init":
         successor = broker.producer(transactional_id="crash")
         successor.init_transactions()
@@ -448,7 +631,7 @@ def test_crash_during_commit_is_recovered(backend, point, recover):
 def test_crash_during_abort_is_recovered(backend, point):
     broker = backend.connect()
     broker.create_topic("out", schema=SCHEMA)
-    producer = broker.producer(transactional_id="crash")
+    producer = broker.producer(transactional_id="crash", transaction_timeout_ms=100)
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("out", rows(2))
@@ -462,6 +645,11 @@ def test_crash_during_abort_is_recovered(backend, point):
     with pytest.raises(InjectedFault):
         producer.abort_transaction()
     set_fault_hook(None)
+    # during_end: rolled back, still Ongoing, so the timeout sweep aborts it; after_end: done
+    assert broker.describe_transaction("crash").state == ("Ongoing" if point == "abort.during_end"
+                                                          else "CompleteAbort")
+    time.sleep(0.15)
+    broker.abort_expired_transactions()
     broker.complete_prepared_transactions()
     assert read(broker, ["out"]) == []
     assert broker.describe_topic("out").partitions[0].last_stable_offset == 2

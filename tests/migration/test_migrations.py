@@ -38,6 +38,9 @@ def _describe(url: str) -> dict[str, Any]:
             }
         with engine.connect() as conn:
             out["__counters__"] = sorted(conn.execute(sa.text("SELECT name, value FROM counters")).all())
+            if engine.dialect.name == "postgresql":  # transaction ids: a sequence, where it stands
+                out["__sequences__"] = sorted(insp.get_sequence_names())
+                out["__txn_ids__"] = conn.execute(sa.text("SELECT last_value, is_called FROM txn_ids")).one()
         return out
     finally:
         engine.dispose()
@@ -47,7 +50,7 @@ def _apply_schema(url: str) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            for statement in split_statements(sql_files.schema()):
+            for statement in split_statements(sql_files.schema(), engine.dialect.name):
                 conn.execute(sa.text(statement))
     finally:
         engine.dispose()
@@ -86,3 +89,45 @@ def test_migration_versions_are_ordered_and_unique():
     versions = [v for v, _ in sql_files.migrations()]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
     assert all(v[:4].isdigit() for v in versions)
+
+
+def test_statements_for_one_database_only():
+    script = """-- a comment; with a semicolon
+CREATE TABLE a (x INT);
+-- only on postgresql
+CREATE SEQUENCE s;
+-- only on sqlite
+INSERT INTO a VALUES (1);
+SELECT 1
+"""
+    assert split_statements(script, "postgresql") == ["CREATE TABLE a (x INT)", "CREATE SEQUENCE s", "SELECT 1"]
+    assert split_statements(script, "sqlite") == ["CREATE TABLE a (x INT)", "INSERT INTO a VALUES (1)", "SELECT 1"]
+
+
+def test_migration_0003_continues_transaction_ids_where_the_counter_stopped(pg_server):
+    """A PostgreSQL database that allocated transaction ids from counters (0001, 0002)
+    moves to the sequence without reusing an id."""
+    url = pg_server.new_database(f"seq_{uuid.uuid4().hex[:8]}")
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for version, script in sql_files.migrations():
+                if version >= "0003":
+                    break
+                for statement in split_statements(script, "postgresql"):
+                    conn.execute(sa.text(statement))
+            conn.execute(sa.text("UPDATE counters SET value = 41 WHERE name = 'txn_id'"))
+            conn.execute(sa.text("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, "
+                                 "applied_ms BIGINT NOT NULL)"))
+            conn.execute(sa.text("INSERT INTO schema_migrations VALUES ('0001_initial', 0), ('0002_gc', 0)"))
+        assert upgrade(url) == ["0003_txn_id_sequence"]
+        db = Database(url)
+        try:
+            assert db.run(lambda tx: tx.scalar("next_txn_id")) == 42
+            assert db.run(lambda tx: tx.scalar("next_txn_id")) == 43
+        finally:
+            db.dispose()
+        with engine.connect() as conn:  # an older client's counter is gone: it cannot collide
+            assert conn.execute(sa.text("SELECT COUNT(*) FROM counters WHERE name = 'txn_id'")).scalar() == 0
+    finally:
+        engine.dispose()

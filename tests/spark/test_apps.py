@@ -127,6 +127,8 @@ def spark_submit(app: str, backend, tmp_path: Path, *args: str) -> dict:  # type
 
 
 @pytest.mark.slow
+# PostgreSQL + S3, as in production; tests/airflow runs spark-submit on SQLite + a directory
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_stages_run_with_spark_submit(backend, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     rows = datagen.orders(200, seed=7)
     datagen.produce_orders(broker, rows)

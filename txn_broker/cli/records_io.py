@@ -267,9 +267,9 @@ def _read_csv(source: Source) -> Iterator[tuple[pa.Table, int]]:
     try:
         reader = pacsv.open_csv(source.stream, read_options=pacsv.ReadOptions(block_size=4 << 20),
                                 convert_options=pacsv.ConvertOptions(column_types=types))
+        found = reader.schema.names  # a header that is not UTF-8 fails here (UnicodeDecodeError)
     except _CONVERSION_ERRORS as error:
         raise SchemaMismatchError(f"{source.name}: {_short(error)}") from None
-    found = reader.schema.names
     _check_columns(found, source, "CSV columns")
     for f in source.schema:
         if f.name in found and _is_nested(f.type):

@@ -24,7 +24,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                              "(default: Kafka's key, value, headers)")
     schema.add_argument("--schema-file", metavar="F", help="a JSON schema description (docs/cli.md)")
     create.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        type=_config_item, help="retention.ms, retention.bytes, max.message.bytes")
+                        type=_config_item,
+                        help="retention.ms, retention.bytes, max.message.bytes, compression.type "
+                             "(uncompressed, lz4, zstd)")
     create.set_defaults(handler=create_topic)
 
     listing = actions.add_parser("list", parents=[common], help="list topics")

@@ -72,6 +72,8 @@ class TopicTarget:
     partition_count: int
     schema_text: str
     max_message_bytes: int
+    #: the topic's ``compression.type``: segments are encoded as the producer's are
+    compression: str = "uncompressed"
 
 
 def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> TxnTopicWriter:
@@ -88,7 +90,7 @@ def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> Txn
         if write.handle is not None:
             broker.coordinator.check_not_fenced(write.handle.identity)  # fail fast; commit checks under lock
     target = TopicTarget(meta.name, meta.topic_id, meta.partition_count, schema_to_text(meta.schema),
-                         meta.max_message_bytes)
+                         meta.max_message_bytes, meta.compression)
     return TxnTopicWriter(conn, target, write, uuid.uuid4().hex[:16])
 
 
@@ -201,7 +203,7 @@ class _TaskUpload:
         self.inflight.append(self.pool.submit(self._upload, partition, key, pa.concat_tables(tables)))
 
     def _upload(self, partition: int, key: str, table: pa.Table) -> SegmentWrite:
-        payload = encode_segment(table)
+        payload = encode_segment(table, self.target.compression)
         ts = table.column("_timestamp").cast(pa.int64())
         _retrying(lambda: self.store.put(key, payload))
         return SegmentWrite(topic_id=self.target.topic_id, topic=self.target.name, partition=partition,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from ..errors import InvalidConfigError
-from .base import ObjectInfo, ObjectNotFoundError, ObjectStore
+from .base import ObjectData, ObjectInfo, ObjectNotFoundError, ObjectStore
 from .local import LocalObjectStore
 
 
@@ -26,4 +26,4 @@ def open_store(url: str, s3_endpoint_url: str | None = None) -> ObjectStore:
     raise InvalidConfigError(f"unsupported storage URL {url!r}: use file:///path or s3://bucket/prefix")
 
 
-__all__ = ["ObjectInfo", "ObjectNotFoundError", "ObjectStore", "open_store"]
+__all__ = ["ObjectData", "ObjectInfo", "ObjectNotFoundError", "ObjectStore", "open_store"]

@@ -7,26 +7,35 @@ import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
+
 from ..errors import InvalidInputError, StorageUnavailableError
-from .base import ObjectInfo, ObjectNotFoundError
+from .base import ObjectData, ObjectInfo, ObjectNotFoundError
 
 _TMP = ".tmp-"
 
 
 class LocalObjectStore:
     """Objects as files under ``root``. A write goes to a temporary file that is fsynced
-    and renamed into place, so no reader ever sees a partial object."""
+    and renamed into place, so no reader ever sees a partial object, and a file is never
+    written again once it is in place: ``get_buffer`` returns a read-only memory map of
+    it. A mapped file that gc deletes stays readable through the map until it is dropped
+    (POSIX unlink semantics)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.url = self.root.as_uri()
+        self._prefix = f"{self.root}{os.sep}"
 
-    def _path(self, key: str) -> Path:
+    def _file(self, key: str) -> str:
         if not key or key.startswith("/") or ".." in key.split("/"):
             raise InvalidInputError(f"invalid object key {key!r}")
-        return self.root / key
+        return self._prefix + key
 
-    def put(self, key: str, data: bytes) -> None:
+    def _path(self, key: str) -> Path:
+        return Path(self._file(key))
+
+    def put(self, key: str, data: ObjectData) -> None:
         path = self._path(key)
         tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}-{path.name}")
         try:
@@ -50,6 +59,18 @@ class LocalObjectStore:
             raise ObjectNotFoundError(f"object {key} not found in {self.url}") from None
         except OSError as error:
             raise StorageUnavailableError(f"cannot read {key}: {error.strerror}") from error
+
+    def get_buffer(self, key: str) -> pa.Buffer:
+        """A read-only memory map of the object's file: no copy, and pages come from the
+        page cache as they are read."""
+        path = self._file(key)
+        try:
+            with pa.memory_map(path, "r") as mapped:
+                return mapped.read_buffer()  # keeps the mapping alive after the file closes
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"object {key} not found in {self.url}") from None
+        except OSError as error:
+            raise StorageUnavailableError(f"cannot read {key}: {error.strerror or error}") from error
 
     def head(self, key: str) -> ObjectInfo | None:
         try:

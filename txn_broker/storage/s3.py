@@ -13,12 +13,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import boto3
+import pyarrow as pa
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..config import s3_endpoint_url
 from ..errors import StorageUnavailableError
-from .base import ObjectInfo, ObjectNotFoundError
+from .base import ObjectData, ObjectInfo, ObjectNotFoundError
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 
@@ -58,9 +59,11 @@ class S3ObjectStore:
             f"{type(error).__name__} {detail}".strip()
         )
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: ObjectData) -> None:
+        # botocore takes bytes or a file object; one copy of a buffer is cheap next to the upload
+        body = data if isinstance(data, bytes | bytearray) else memoryview(data).tobytes()
         try:
-            self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+            self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body)
         except (ClientError, BotoCoreError) as error:
             raise self._fail("put", key, error) from None
 
@@ -75,6 +78,10 @@ class S3ObjectStore:
             raise self._fail("get", key, error) from None
         except BotoCoreError as error:
             raise self._fail("get", key, error) from None
+
+    def get_buffer(self, key: str) -> pa.Buffer:
+        """The response body, wrapped without a copy."""
+        return pa.py_buffer(self.get(key))
 
     def head(self, key: str) -> ObjectInfo | None:
         try:

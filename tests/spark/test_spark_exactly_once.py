@@ -111,7 +111,10 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=30)
 
 
-@pytest.mark.parametrize("point", ["spark.before_register", "spark.after_register"])
+# each crash point on one backend (a driver run costs half a minute): both points and both
+# backends are covered, and the coordinator code they exercise is the same on either
+@pytest.mark.parametrize(("backend", "point"), [("sqlite", "spark.before_register"),
+                                                ("postgres", "spark.after_register")], indirect=["backend"])
 def test_driver_crash_then_rerun_is_exactly_once(spark, broker, backend, tmp_path: Path, point: str) -> None:  # type: ignore[no-untyped-def]
     prepare(broker, "crash_in", "crash_out", 900)
     paused = tmp_path / "paused"
