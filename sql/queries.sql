@@ -36,11 +36,6 @@ FROM topics WHERE topic_id = :topic_id;
 -- All topic names
 SELECT name FROM topics ORDER BY name;
 
--- list_topic_rows --
--- All topics with their metadata
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
-FROM topics ORDER BY name;
-
 -- delete_topic --
 -- Drop a topic and, by cascade, its partitions, segments, markers and group offsets
 DELETE FROM topics WHERE topic_id = :topic_id;
@@ -195,12 +190,6 @@ VALUES (:txn_id, :transactional_id, :producer_id, :producer_epoch, :timeout_ms, 
 -- Record a transaction's outcome
 UPDATE transactions SET outcome = :outcome, end_ms = {now_ms}
 WHERE txn_id = :txn_id AND outcome IS NULL;
-
--- get_transaction --
--- One transaction instance
-SELECT txn_id, transactional_id, producer_id, producer_epoch, timeout_ms, start_ms, end_ms,
-       outcome
-FROM transactions WHERE txn_id = :txn_id;
 
 -- add_txn_partition --
 -- AddPartitionsToTxn
@@ -397,10 +386,6 @@ WHERE p.topic_id > :after_topic_id
 ORDER BY p.topic_id, p.partition_no
 LIMIT :limit;
 
--- partition_exists --
--- Whether a partition is in the metadata
-SELECT 1 AS found FROM partitions WHERE topic_id = :topic_id AND partition_no = :partition_no;
-
 -- lock_partition --
 -- A partition's log start and high watermark, its row locked (retention moves the log start)
 SELECT log_start_offset, high_watermark FROM partitions
@@ -550,7 +535,6 @@ WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
                       AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);
 
 -- next_txn_id --
--- Area: broker core performance (txn_broker/coordinator.py).
 -- A new transaction id: nextval of the sequence txn_ids on PostgreSQL (takes no row lock,
 -- so concurrent transaction starts do not queue; never rolled back, so ids may have gaps),
 -- the counters row on SQLite (writers are serialised there anyway). {next_txn_id} is the
@@ -558,10 +542,10 @@ WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
 {next_txn_id};
 
 -- add_txn_append --
--- Area: broker core performance (txn_broker/coordinator.py).
--- An append in a transaction: adds the partition to the transaction (KIP-890 part 2: no
--- AddPartitionsToTxn of its own) or notes the append in its entry; no row changed when
--- the entry's marker is written already (the transaction ended: the append is refused)
+-- An append in a transaction: notes the append in its partition's entry, adding the
+-- partition if AddPartitionsToTxn did not (a Spark writer's registration, a reply lost);
+-- no row changed when the entry's marker is written already (the transaction ended: the
+-- append is refused)
 INSERT INTO txn_partitions (txn_id, topic_id, partition_no, first_offset, last_offset, record_count,
                             size_bytes)
 VALUES (:txn_id, :topic_id, :partition_no, :base_offset, :last_offset, :record_count, :size_bytes)
