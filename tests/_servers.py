@@ -16,7 +16,9 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -50,11 +52,39 @@ def pg_bin(name: str) -> str:
     return found
 
 
+#: moto accepts any credentials; clients (and Spark executors) get them as real ones
+AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass
+class Backend:
+    """Where a broker keeps its metadata and segments, and the environment a subprocess
+    (CLI, Spark driver, Airflow task, chaos client) needs to reach them."""
+
+    name: str
+    database_url: str
+    storage_url: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    def connect(self, **settings: Any):  # type: ignore[no-untyped-def]
+        import txn_broker
+
+        return txn_broker.connect(self.database_url, self.storage_url, **settings)
+
+
 class PostgresServer:
-    """A throwaway PostgreSQL cluster on 127.0.0.1 with a superuser ``test``/``test``."""
+    """A throwaway PostgreSQL cluster on 127.0.0.1 with a superuser ``test``/``test``.
+    Durability is traded for speed (``fsync``, ``synchronous_commit`` and
+    ``full_page_writes`` off): the suite never survives a server crash it did not cause."""
 
     user = "test"
     password = "test"
+    #: ``off``: a crash of the server loses transactions already reported committed
+    synchronous_commit = "off"
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -80,7 +110,8 @@ class PostgresServer:
 
     def start(self) -> None:
         options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
+                   f"-c synchronous_commit={self.synchronous_commit} -c full_page_writes=off "
+                   "-c max_connections=300")
         self._run(pg_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l",
                   str(self.root / "server.log"), "-w", "-t", "60", "start")
         _wait(self._ready, "PostgreSQL")

@@ -11,9 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,13 +20,7 @@ for path in (ROOT, ROOT / "plugins", Path(__file__).parent):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from _servers import PostgresServer, S3Server  # noqa: E402
-
-AWS_TEST_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+from _servers import AWS_TEST_ENV, Backend, PostgresServer, S3Server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -61,18 +53,6 @@ def pg_template(pg_server):
     upgrade(pg_server.new_database(name))
     return name
 
-
-@dataclass
-class Backend:
-    name: str
-    database_url: str
-    storage_url: str
-    env: dict[str, str] = field(default_factory=dict)
-
-    def connect(self, **settings: Any):  # type: ignore[no-untyped-def]
-        import txn_broker
-
-        return txn_broker.connect(self.database_url, self.storage_url, **settings)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

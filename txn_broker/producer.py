@@ -22,13 +22,13 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,14 +54,13 @@ from .faults import fault_point
 from .models import TopicPartition
 from .names import validate_id, validate_partition
 from .records import check_record_sizes, encode_segment, key_partitions, to_table, with_timestamp
+from .retry import RETRY_ATTEMPTS, retrying
 
 if TYPE_CHECKING:
     from .broker import Broker
     from .topics import TopicMeta
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-RETRY_ATTEMPTS = 6
 
 
 class ProducerState(StrEnum):
@@ -193,7 +192,7 @@ class Producer:
             if self.transactional_id is None:
                 raise InvalidTxnStateError("init_transactions() needs a transactional_id")
             self._require(P.UNINITIALIZED, P.READY, action="init_transactions")
-            self._ident = self._retrying(lambda: self._broker.coordinator.init_transactions(
+            self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
                 self.transactional_id or "", self.transaction_timeout_ms))
             self._next_seq.clear()
             self._to(P.READY)
@@ -230,7 +229,7 @@ class Producer:
             ident = self._identity()
             with self._fatal_on_fence():
                 self._txn_requested = True
-                self._txn_id = self._retrying(
+                self._txn_id = retrying(
                     lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
 
@@ -247,7 +246,7 @@ class Producer:
             if self._txn_id is None:
                 with self._fatal_on_fence():
                     self._txn_requested = True
-                    self._txn_id = self._retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
+                    self._txn_id = retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
             return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
 
     def commit_transaction(self) -> list[AppendResult]:
@@ -267,7 +266,7 @@ class Producer:
                         fault_point("commit.before_end")
                         # txn_id None: a request's lost reply may have opened one; commit that
                         ident, txn_id = self._identity(), self._txn_id
-                        self._retrying(lambda: self._broker.coordinator.end_transaction(
+                        retrying(lambda: self._broker.coordinator.end_transaction(
                             ident, txn_id, commit=True))
             except TxnBrokerError as error:
                 if self._state == P.COMMITTING and not error.retriable:
@@ -292,7 +291,7 @@ class Producer:
                 if self._txn_id is not None or self._txn_requested:
                     # txn_id None: abort whatever a request whose reply was lost opened
                     ident, txn_id = self._identity(), self._txn_id
-                    self._retrying(lambda: self._broker.coordinator.end_transaction(
+                    retrying(lambda: self._broker.coordinator.end_transaction(
                         ident, txn_id, commit=False))
             self._txn_id = None
             self._txn_requested = False
@@ -348,11 +347,11 @@ class Producer:
                     new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
                     if new:
                         self._txn_requested = True
-                        self._txn_id = self._retrying(
+                        self._txn_id = retrying(
                             lambda: self._broker.coordinator.add_partitions(ident, new))
                         self._txn_partitions.update(new)
                     else:
-                        self._retrying(lambda: self._broker.coordinator.check_not_fenced(ident))
+                        retrying(lambda: self._broker.coordinator.check_not_fenced(ident))
             full = []
             for p, part in split.items():
                 buf = self._buffers.setdefault((meta.topic_id, p), _Buffer())
@@ -448,11 +447,11 @@ class Producer:
         store = self._broker.store
         if len(staged) == 1:
             w, data = staged[0]
-            self._retrying(lambda: store.put(w.object_key, data))
+            retrying(lambda: store.put(w.object_key, data))
             return
         if self._uploader is None:
             self._uploader = ThreadPoolExecutor(self._settings.upload_threads, "txn-broker-upload")
-        futures = [self._uploader.submit(self._retrying, partial(store.put, w.object_key, d))
+        futures = [self._uploader.submit(retrying, partial(store.put, w.object_key, d))
                    for w, d in staged]
         for f in futures:
             f.result()
@@ -463,7 +462,7 @@ class Producer:
             self._txn_requested = True  # the append starts the transaction if none is open
         for _attempt in range(RETRY_ATTEMPTS):
             try:
-                results = self._retrying(
+                results = retrying(
                     lambda: self._broker.coordinator.append(ident, self._txn_id, self._pending))
             except UnknownProducerStateError:
                 # The broker forgot this producer's sequences (producer_id_expiration_ms).
@@ -496,25 +495,11 @@ class Producer:
             self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)
         self._unuploaded = []
         for w in self._pending:
-            stored = self._retrying(partial(self._broker.segment_registered, w.object_key))
+            stored = retrying(partial(self._broker.segment_registered, w.object_key))
             if not stored:  # never stored: its sequence number is free again
                 key = (w.topic_id, w.partition)
                 self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)
         self._pending = []
-
-    def _retrying(self, call: Callable[[], T]) -> T:
-        """Run ``call``, again after a retriable error, with exponential backoff."""
-        delay = 0.05
-        for attempt in range(1, RETRY_ATTEMPTS + 1):
-            try:
-                return call()
-            except TxnBrokerError as error:
-                if not error.retriable or attempt == RETRY_ATTEMPTS:
-                    raise
-                log.warning("retrying after %s (attempt %d)", error, attempt)
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 2.0)
-        raise AssertionError("unreachable")
 
     def _discard_buffers(self) -> None:
         self._buffers.clear()

@@ -5,26 +5,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
-from _servers import PostgresServer, _wait, pg_bin
-
-AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-@dataclass
-class ChaosBackend:
-    name: str
-    database_url: str
-    storage_url: str
-    env: dict[str, str] = field(default_factory=dict)
-
-    def connect(self, **settings: Any):  # type: ignore[no-untyped-def]
-        import txn_broker
-
-        return txn_broker.connect(self.database_url, self.storage_url, **settings)
+from _servers import AWS_TEST_ENV, Backend, PostgresServer
 
 
 class DurablePostgresServer(PostgresServer):
@@ -34,12 +17,7 @@ class DurablePostgresServer(PostgresServer):
     exactly that (docs/reliability.md), so the broker's database must keep the default.
     ``fsync=off`` stays: the OS does not crash here, so what PostgreSQL wrote survives."""
 
-    def start(self) -> None:
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=on -c full_page_writes=off -c max_connections=300")
-        self._run(pg_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l",
-                  str(self.root / "server.log"), "-w", "-t", "60", "start")
-        _wait(self._ready, "PostgreSQL")
+    synchronous_commit = "on"
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +31,11 @@ def chaos_pg():
 def make_backend(tmp_path, monkeypatch, request):
     """``make_backend("sqlite" | "postgres")``: a fresh, migrated backend."""
 
-    def make(kind: str) -> ChaosBackend:
+    def make(kind: str) -> Backend:
         if kind == "sqlite":
             root = tmp_path / f"sqlite-{uuid.uuid4().hex[:6]}"
             root.mkdir()
-            b = ChaosBackend("sqlite", f"sqlite:///{root}/broker.db", (root / "segments").as_uri())
+            b = Backend("sqlite", f"sqlite:///{root}/broker.db", (root / "segments").as_uri())
             b.env = {"TXN_BROKER_DATABASE_URL": b.database_url, "TXN_BROKER_STORAGE_URL": b.storage_url}
             return b
         from txn_broker.migrations import upgrade
@@ -66,7 +44,7 @@ def make_backend(tmp_path, monkeypatch, request):
         s3 = request.getfixturevalue("s3_server")
         url = pg.new_database(f"chaos_{uuid.uuid4().hex[:10]}")
         upgrade(url)
-        b = ChaosBackend("postgres", url, f"s3://{s3.new_bucket()}/segments")
+        b = Backend("postgres", url, f"s3://{s3.new_bucket()}/segments")
         b.env = {"TXN_BROKER_DATABASE_URL": url, "TXN_BROKER_STORAGE_URL": b.storage_url,
                  "TXN_BROKER_S3_ENDPOINT_URL": s3.endpoint_url, **AWS_TEST_ENV}
         monkeypatch.setenv("TXN_BROKER_S3_ENDPOINT_URL", s3.endpoint_url)

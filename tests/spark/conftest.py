@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-#: moto accepts any credentials; executors get them as they would get real ones
-AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+from _servers import AWS_TEST_ENV
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..coordinator import SegmentWrite, TransactionHandle
-from ..errors import InvalidConfigError, SchemaMismatchError, TxnBrokerError
+from ..errors import InvalidConfigError, SchemaMismatchError
 from ..faults import fault_point
 from ..records import (
     check_record_sizes,
@@ -46,12 +46,12 @@ from ..records import (
     schema_to_text,
     with_timestamp,
 )
+from ..retry import retrying
 from . import options as opts
 from .schemas import conform_batch, write_columns
 
 log = logging.getLogger(__name__)
 UPLOAD_THREADS = 4
-REGISTER_ATTEMPTS = 6
 
 
 @dataclass
@@ -136,7 +136,7 @@ class TxnTopicWriter(DataSourceArrowWriter):
             handle = self.handle
             if handle is None:  # idempotent, no transaction: a producer id of its own
                 handle = TransactionHandle(None, broker.coordinator.allocate_producer_id(), 0, None)
-            results = _retrying(lambda: broker.coordinator.register_uploaded(handle, writes))
+            results = retrying(lambda: broker.coordinator.register_uploaded(handle, writes))
         fault_point("spark.after_register")
         log.info("txn_topic write %s: registered %d segment(s), %d record(s) in %s (transaction %s)",
                  self.write_id, len(results), sum(r.record_count for r in results), self.target.name,
@@ -205,7 +205,7 @@ class _TaskUpload:
     def _upload(self, partition: int, key: str, table: pa.Table) -> SegmentWrite:
         payload = encode_segment(table, self.target.compression)
         ts = table.column("_timestamp").cast(pa.int64())
-        _retrying(lambda: self.store.put(key, payload))
+        retrying(lambda: self.store.put(key, payload))
         return SegmentWrite(topic_id=self.target.topic_id, topic=self.target.name, partition=partition,
                             record_count=table.num_rows, size_bytes=len(payload), object_key=key,
                             base_sequence=-1, max_timestamp_ms=int(pc.max(ts).as_py()))
@@ -220,18 +220,3 @@ class _TaskUpload:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _retrying(call: Any) -> Any:
-    """Run ``call`` again after a retriable broker error, with exponential backoff."""
-    delay = 0.05
-    for attempt in range(1, REGISTER_ATTEMPTS + 1):
-        try:
-            return call()
-        except TxnBrokerError as error:
-            if not error.retriable or attempt == REGISTER_ATTEMPTS:
-                raise
-            log.warning("retrying after %s (attempt %d)", error, attempt)
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 2.0)
-    raise AssertionError("unreachable")
