@@ -171,7 +171,8 @@ def test_transactions_page_in_the_airflow_ui(page, ui_server: AirflowUIServer, u
 
         # back on the topic, partition 0's last stable offset has caught up with its HW
         _tab(frame, "Topics").click()
-        frame.get_by_role("link", name="orders", exact=True).click()
+        # the topics list, not the transaction page still shown while the tab loads
+        frame.locator("#topics-body").get_by_role("link", name="orders", exact=True).click()
         after = broker.describe_topic("orders").partitions[0]
         assert after.last_stable_offset == after.high_watermark > before[0].last_stable_offset
         expect(lso[0]).to_have_text(f"{after.last_stable_offset:,}")
