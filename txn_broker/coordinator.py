@@ -40,11 +40,11 @@ from .config import Settings
 from .database import Database, Tx
 from .errors import (
     ConcurrentTransactionsError,
+    InvalidPidMappingError,
     InvalidProducerEpochError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
-    ProducerFencedError,
     UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
 )
@@ -199,9 +199,9 @@ class Coordinator:
     def _check_fenced(row: Any, ident: ProducerIdentity) -> Any:
         """``row`` (anything with producer_id and producer_epoch) if it is ``ident``'s."""
         if row is None:
-            raise ProducerFencedError(
-                f"transactional id {ident.transactional_id!r} no longer exists (expired or "
-                "removed); this producer instance is fenced"
+            raise InvalidPidMappingError(
+                f"transactional id {ident.transactional_id!r} expired while producer id "
+                f"{ident.producer_id} epoch {ident.epoch} idled; abort the transaction to get a new epoch"
             )
         if row.producer_id != ident.producer_id or row.producer_epoch != ident.epoch:
             raise InvalidProducerEpochError(
@@ -244,10 +244,16 @@ class Coordinator:
         """A producer id for an idempotent (non-transactional) producer."""
         return int(self.db.run(lambda tx: tx.scalar("next_id", name="producer_id")))
 
-    def init_transactions(self, transactional_id: str, timeout_ms: int) -> ProducerIdentity:
+    def init_transactions(self, transactional_id: str, timeout_ms: int,
+                          current: ProducerIdentity | None = None) -> ProducerIdentity:
         """InitProducerId: fence older instances by bumping the epoch, finish what they
         left (abort Ongoing, roll PrepareCommit/PrepareAbort forward), then return the
-        identity this instance must use. Atomic: one database transaction."""
+        identity this instance must use. Atomic: one database transaction.
+
+        ``current``: the identity of a producer that is recovering (KIP-360) rather than
+        starting: if the id expired it gets a new producer id; if the id is still its own
+        (same producer id and epoch) it gets the next epoch; if a newer instance holds the
+        id, ProducerFencedError."""
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not (
             0 < timeout_ms <= self.settings.max_transaction_timeout_ms
         ):
@@ -258,7 +264,11 @@ class Coordinator:
 
         def work(tx: Tx) -> ProducerIdentity:
             row = self._lock(tx, transactional_id)
+            if row is not None and current is not None:
+                self._check_fenced(row, current)
             if row is None:
+                reason = "init: new transactional id" if current is None else \
+                    "init: the producer of an expired transactional id recovers (KIP-360)"
                 pid = int(tx.scalar("next_id", name="producer_id"))
                 created = tx.one(
                     "insert_transactional_id",
@@ -270,7 +280,7 @@ class Coordinator:
                     tx.execute(
                         "insert_state_log", producer_id=pid, seq=0,
                         transactional_id=transactional_id, producer_epoch=0, txn_id=None,
-                        from_state="Dead", to_state="Empty", reason="init: new transactional id",
+                        from_state="Dead", to_state="Empty", reason=reason,
                     )
                     return ProducerIdentity(transactional_id, pid, 0)
                 row = self._lock(tx, transactional_id)  # another process created it first

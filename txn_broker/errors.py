@@ -96,7 +96,9 @@ class InvalidTxnStateError(TxnBrokerError):
 
 
 class IllegalStateError(TxnBrokerError):
-    """The client object is closed or was never initialised."""
+    """The call is not legal in the client's current state: it is closed, it was
+    initialised already, or a commit (abort) whose outcome is unknown must be retried
+    before anything else (a bug in the caller; the message says what to call)."""
 
 
 # -- transactions ----------------------------------------------------------------------------
@@ -111,6 +113,15 @@ class ProducerFencedError(TxnBrokerError):
 
 class InvalidProducerEpochError(ProducerFencedError):
     """The request carries an older producer epoch than the coordinator's."""
+
+
+class InvalidPidMappingError(TxnBrokerError):
+    """The coordinator no longer knows this producer's transactional id: it expired while
+    the producer idled (transactional_id_expiration_ms), and no newer instance has taken
+    it (KIP-360). Abort the transaction: the abort gives the producer a new epoch (or a
+    new producer id) and the next transaction proceeds."""
+
+    abortable = True
 
 
 class OutOfOrderSequenceError(TxnBrokerError):

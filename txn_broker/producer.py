@@ -43,6 +43,8 @@ from .coordinator import (
 )
 from .errors import (
     IllegalStateError,
+    InvalidInputError,
+    InvalidPidMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
@@ -75,12 +77,37 @@ class ProducerState(StrEnum):
 
 
 P = ProducerState
+
+#: The producer's states and, for each, the states it may move to, with the reason. Every
+#: change goes through ``Producer._to``, which refuses any other move (as Kafka's
+#: ``TransactionManager`` does). ``close()`` may follow any state but CLOSED.
+#:
+#: * UNINITIALIZED: a transactional producer before ``init_transactions()``, which moves it
+#:   to READY (or FATAL_ERROR: a newer instance initialised concurrently). A second
+#:   ``init_transactions()`` is refused (IllegalStateError): it would fence nothing but the
+#:   producer itself.
+#: * READY -> IN_TRANSACTION: ``begin_transaction()``. (An idempotent producer is READY
+#:   from the start and stays READY.)
+#: * IN_TRANSACTION -> COMMITTING / ABORTING: ``commit_transaction()`` /
+#:   ``abort_transaction()``; -> ABORTABLE_ERROR: a send, flush or offsets call failed in a
+#:   way that dooms the transaction (e.g. InvalidPidMappingError, KIP-360); -> FATAL_ERROR:
+#:   fenced, or a fatal sequence error.
+#: * COMMITTING -> READY: committed. COMMITTING -> COMMITTING: a commit that failed with a
+#:   retriable or unknown error (a timeout, a lost reply, the database down) keeps the
+#:   producer here, and only a retried ``commit_transaction()`` may follow: the commit may
+#:   have landed, so an abort is refused locally (as in Kafka); the retry reports the real
+#:   outcome. -> ABORTABLE_ERROR: the coordinator refused the commit (it did not happen);
+#:   -> FATAL_ERROR: fenced.
+#: * ABORTING -> READY: aborted. ABORTING -> ABORTING: the same rule for an abort whose
+#:   outcome is unknown: only a retried ``abort_transaction()`` may follow.
+#: * ABORTABLE_ERROR -> ABORTING: the only way on is ``abort_transaction()``.
+#: * FATAL_ERROR: only ``close()``; make a new producer.
 _TRANSITIONS: dict[ProducerState, frozenset[ProducerState]] = {
     P.UNINITIALIZED: frozenset({P.READY, P.FATAL_ERROR, P.CLOSED}),
-    P.READY: frozenset({P.READY, P.IN_TRANSACTION, P.FATAL_ERROR, P.CLOSED}),
+    P.READY: frozenset({P.IN_TRANSACTION, P.FATAL_ERROR, P.CLOSED}),
     P.IN_TRANSACTION: frozenset({P.COMMITTING, P.ABORTING, P.ABORTABLE_ERROR, P.FATAL_ERROR, P.CLOSED}),
-    P.COMMITTING: frozenset({P.READY, P.COMMITTING, P.ABORTING, P.ABORTABLE_ERROR, P.FATAL_ERROR}),
-    P.ABORTING: frozenset({P.READY, P.ABORTING, P.FATAL_ERROR}),
+    P.COMMITTING: frozenset({P.READY, P.COMMITTING, P.ABORTABLE_ERROR, P.FATAL_ERROR, P.CLOSED}),
+    P.ABORTING: frozenset({P.READY, P.ABORTING, P.FATAL_ERROR, P.CLOSED}),
     P.ABORTABLE_ERROR: frozenset({P.ABORTING, P.FATAL_ERROR, P.CLOSED}),
     P.FATAL_ERROR: frozenset({P.CLOSED}),
     P.CLOSED: frozenset(),
@@ -126,6 +153,9 @@ class Producer:
         self._txn_partitions: set[tuple[int, int]] = set()  # added by send() in this transaction
         self._txn_appends: list[AppendResult] = []
         self._uploader: ThreadPoolExecutor | None = None
+        #: InvalidPidMappingError was seen (KIP-360): the abort re-initialises
+        self._pid_mapping_lost = False
+        self._abortable_cause = ""
 
     # -- state ---------------------------------------------------------------------------
 
@@ -161,19 +191,44 @@ class Producer:
             )
         if self._state == P.CLOSED:
             raise IllegalStateError("the producer is closed")
-        if self._state not in states:
+        if self._state in states:
+            return
+        if self._state == P.ABORTABLE_ERROR:
             raise InvalidTxnStateError(
-                f"cannot {action}: producer {self.transactional_id or ''} is {self._state.value}"
-                + (" (call init_transactions() first)" if self._state == P.UNINITIALIZED else "")
+                f"cannot {action}: the transaction of producer {self.transactional_id!r} failed "
+                f"({self._abortable_cause}); call abort_transaction() first"
             )
+        raise InvalidTxnStateError(
+            f"cannot {action}: producer {self.transactional_id or ''} is {self._state.value}"
+            + (" (call init_transactions() first)" if self._state == P.UNINITIALIZED else "")
+        )
+
+    @property
+    def can_abort(self) -> bool:
+        """Whether ``abort_transaction()`` is legal now: a transaction is open, failed, or
+        being aborted. False after a commit whose outcome is unknown (retry the commit), and
+        for a fenced or closed producer (the newer instance owns the transaction)."""
+        return self._state in (P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.ABORTING)
 
     @contextmanager
-    def _fatal_on_fence(self) -> Iterator[None]:
+    def _guard(self) -> Iterator[None]:
+        """Apply what a coordinator or storage error means for this producer's state: a fatal
+        one (fenced, a sequence gap) finishes the producer; one that dooms the open
+        transaction (abortable, or bad input such as a topic deleted meanwhile) leaves
+        ``abort_transaction()`` as the only way on. Anything else (retriable, or unknown: a
+        timeout, a lost reply) leaves the state as it is, so the same call can be retried."""
         try:
             yield
-        except ProducerFencedError:
-            self._state = P.FATAL_ERROR
-            self._discard_buffers()
+        except TxnBrokerError as error:
+            if isinstance(error, InvalidPidMappingError):
+                self._pid_mapping_lost = True
+            if error.fatal:
+                self._state = P.FATAL_ERROR
+                self._discard_buffers()
+            elif (error.abortable or isinstance(error, InvalidInputError)) and \
+                    self._state in (P.IN_TRANSACTION, P.COMMITTING):
+                self._abortable_cause = f"{type(error).__name__}: {error}"
+                self._to(P.ABORTABLE_ERROR)
             raise
 
     def _identity(self) -> ProducerIdentity:
@@ -186,14 +241,23 @@ class Producer:
 
     def init_transactions(self) -> None:
         """Register the transactional id, fencing every older instance and finishing what
-        it left. Raises InvalidTransactionTimeoutError, ProducerFencedError (a newer
-        instance init'ed concurrently), DatabaseUnavailableError (retry)."""
+        it left. Once per producer: a second call raises IllegalStateError (create a new
+        producer for a new instance). Raises InvalidTransactionTimeoutError,
+        ProducerFencedError (a newer instance init'ed concurrently),
+        DatabaseUnavailableError (retry)."""
         with self._lock:
             if self.transactional_id is None:
                 raise InvalidTxnStateError("init_transactions() needs a transactional_id")
-            self._require(P.UNINITIALIZED, P.READY, action="init_transactions")
-            self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
-                self.transactional_id or "", self.transaction_timeout_ms))
+            if self._state not in (P.UNINITIALIZED, P.FATAL_ERROR, P.CLOSED):
+                raise IllegalStateError(
+                    f"producer {self.transactional_id!r} is already initialised (producer id "
+                    f"{self.producer_id}, epoch {self.epoch}); a second init_transactions() would "
+                    "fence only this producer itself. Create a new producer for a new instance."
+                )
+            self._require(P.UNINITIALIZED, action="init_transactions")
+            with self._guard():
+                self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
+                    self.transactional_id or "", self.transaction_timeout_ms))
             self._next_seq.clear()
             self._to(P.READY)
 
@@ -227,7 +291,7 @@ class Producer:
             if not rows:
                 return
             ident = self._identity()
-            with self._fatal_on_fence():
+            with self._guard():
                 self._txn_requested = True
                 self._txn_id = retrying(
                     lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
@@ -244,7 +308,7 @@ class Producer:
                 return TransactionHandle(None, ident.producer_id, ident.epoch, None)
             self._require(P.IN_TRANSACTION, action="transaction_handle")
             if self._txn_id is None:
-                with self._fatal_on_fence():
+                with self._guard():
                     self._txn_requested = True
                     self._txn_id = retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
             return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
@@ -252,26 +316,30 @@ class Producer:
     def commit_transaction(self) -> list[AppendResult]:
         """Flush, then commit: every record of the transaction, in every partition, and its
         group offsets become visible together, and visible to every reader that starts
-        after this returns. Retried after a lost reply it returns success.
+        after this returns.
 
-        Raises ProducerFencedError (fatal), a retriable error (retry the commit), or
-        another error after which the transaction must be aborted."""
+        Raises ProducerFencedError (fatal); an abortable error (the transaction did not
+        commit: call ``abort_transaction()``); or a retriable or unknown error (a timeout, a
+        lost reply, the database or storage down): the transaction may or may not have
+        committed, so the only legal call then is ``commit_transaction()`` again, which
+        answers success if it had committed, commits it if not, and leaves the producer
+        ready for the next transaction. ``abort_transaction()`` is refused meanwhile."""
         with self._lock:
+            if self._state == P.ABORTING:
+                raise IllegalStateError(
+                    f"producer {self.transactional_id!r}: abort_transaction() did not complete; retry "
+                    "abort_transaction() (the transaction may be aborted already, so it cannot commit)"
+                )
             self._require(P.IN_TRANSACTION, P.COMMITTING, action="commit_transaction")
             self._to(P.COMMITTING)
-            try:
-                with self._fatal_on_fence():
-                    self._flush_all()
-                    if self._txn_id is not None or self._txn_requested:
-                        fault_point("commit.before_end")
-                        # txn_id None: a request's lost reply may have opened one; commit that
-                        ident, txn_id = self._identity(), self._txn_id
-                        retrying(lambda: self._broker.coordinator.end_transaction(
-                            ident, txn_id, commit=True))
-            except TxnBrokerError as error:
-                if self._state == P.COMMITTING and not error.retriable:
-                    self._to(P.ABORTABLE_ERROR)
-                raise
+            with self._guard():
+                self._flush_all()
+                if self._txn_id is not None or self._txn_requested:
+                    fault_point("commit.before_end")
+                    # txn_id None: a request's lost reply may have opened one; commit that
+                    ident, txn_id = self._identity(), self._txn_id
+                    retrying(lambda: self._broker.coordinator.end_transaction(
+                        ident, txn_id, commit=True))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
             self._txn_requested = False
@@ -280,23 +348,48 @@ class Producer:
 
     def abort_transaction(self) -> None:
         """Abort: the transaction's records stay in the log marked aborted and are never
-        returned to read_committed readers; its group offsets are discarded."""
+        returned to read_committed readers; its group offsets are discarded.
+
+        Refused (IllegalStateError) after a commit whose outcome is unknown: retry the
+        commit instead. After InvalidPidMappingError (the transactional id expired while
+        the producer idled, KIP-360), the abort also gives this producer a new epoch, or a
+        new producer id, and the next transaction proceeds; ProducerFencedError if a newer
+        instance took the id meanwhile. A retriable or unknown error: retry the abort."""
         with self._lock:
-            self._require(P.IN_TRANSACTION, P.COMMITTING, P.ABORTABLE_ERROR, P.ABORTING,
-                          action="abort_transaction")
+            if self._state == P.COMMITTING:
+                raise IllegalStateError(
+                    f"producer {self.transactional_id!r}: commit_transaction() did not complete and "
+                    "its outcome is unknown (the transaction may have committed), so it cannot be "
+                    "aborted; retry commit_transaction(), which reports the real outcome"
+                )
+            self._require(P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.ABORTING, action="abort_transaction")
             self._to(P.ABORTING)
-            with self._fatal_on_fence():
-                self._buffers.clear()
-                self._resolve_pending()
-                if self._txn_id is not None or self._txn_requested:
-                    # txn_id None: abort whatever a request whose reply was lost opened
-                    ident, txn_id = self._identity(), self._txn_id
-                    retrying(lambda: self._broker.coordinator.end_transaction(
-                        ident, txn_id, commit=False))
-            self._txn_id = None
-            self._txn_requested = False
-            self._txn_appends = []
+            with self._guard():
+                self._abort()
             self._to(P.READY)
+
+    def _abort(self) -> None:
+        self._buffers.clear()
+        if self._pid_mapping_lost:
+            # KIP-360: the coordinator forgot this transactional id, so nothing of it is open
+            # there and nothing unacknowledged was registered. InitProducerId with the current
+            # identity gives a new epoch (a new producer id if the id expired), unless a newer
+            # instance took the id meanwhile (ProducerFencedError).
+            self._unuploaded, self._pending = [], []
+            current = self._identity()
+            self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
+                self.transactional_id or "", self.transaction_timeout_ms, current=current))
+            self._next_seq.clear()
+            self._pid_mapping_lost = False
+        else:
+            self._resolve_pending()
+            if self._txn_id is not None or self._txn_requested:
+                # txn_id None: abort whatever a request whose reply was lost opened
+                ident, txn_id = self._identity(), self._txn_id
+                retrying(lambda: self._broker.coordinator.end_transaction(ident, txn_id, commit=False))
+        self._txn_id = None
+        self._txn_requested = False
+        self._txn_appends = []
 
     @contextmanager
     def transaction(self) -> Iterator[Producer]:
@@ -306,7 +399,7 @@ class Producer:
         try:
             yield self
         except BaseException:
-            if self._state not in (P.FATAL_ERROR, P.CLOSED):
+            if self.can_abort:
                 try:
                     self.abort_transaction()
                 except TxnBrokerError as error:
@@ -343,7 +436,7 @@ class Producer:
                 # the first one starts the transaction and its timeout clock now, not at the
                 # flush. Later sends only fail a zombie at once. The registration of the
                 # data checks the epoch and the open transaction again, under the lock.
-                with self._fatal_on_fence():
+                with self._guard():
                     new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
                     if new:
                         self._txn_requested = True
@@ -360,7 +453,7 @@ class Producer:
                 if buf.nbytes >= self._settings.segment_bytes:
                     full.append((meta.topic_id, p))
             if full:
-                with self._fatal_on_fence():
+                with self._guard():
                     self._flush(full)
 
     def _partition(self, meta: TopicMeta, table: pa.Table, key: str | None,
@@ -397,7 +490,7 @@ class Producer:
         """Upload and register everything buffered. Returns what was appended."""
         with self._lock:
             self._require(P.READY, P.IN_TRANSACTION, P.COMMITTING, action="flush")
-            with self._fatal_on_fence():
+            with self._guard():
                 return self._flush_all()
 
     def _flush_all(self) -> list[AppendResult]:
@@ -514,9 +607,18 @@ class Producer:
             try:
                 if self._state == P.READY and self.transactional_id is None:
                     self._flush_all()
-                elif self._state in (P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.COMMITTING):
+                elif self._state in (P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.COMMITTING, P.ABORTING):
+                    if self._state == P.COMMITTING:
+                        # The caller never heard "committed": aborting is within what it may
+                        # expect. EndTxn is atomic, so this aborts the transaction if the
+                        # commit never landed and is refused (harmlessly) if it did.
+                        log.warning("closing producer %r after a commit whose outcome is unknown: "
+                                    "aborting its transaction unless it committed", self.transactional_id)
                     try:
-                        self.abort_transaction()
+                        if self._pid_mapping_lost:
+                            self._discard_buffers()  # nothing of it is open at the coordinator
+                        else:
+                            self._abort()
                     except TxnBrokerError as error:
                         log.warning("abort on close failed: %s", error)
             finally:

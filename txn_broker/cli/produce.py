@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..coordinator import AppendResult
 from ..errors import SchemaMismatchError, TxnBrokerError
-from ..producer import ProducerState
 from .common import Context, UsageError, positive_int
 from .records_io import BINARY_ENCODINGS, FORMATS, Source, guess_format, open_source
 
@@ -90,8 +89,9 @@ def _in_one_transaction(producer: Producer, args: argparse.Namespace, source: So
             _send_chunks(producer, args, source, progress, flush_each=False)
             return producer.commit_transaction()
         except BaseException:
-            # a fenced producer must not abort: the newer instance owns the transaction
-            if producer.state not in (ProducerState.FATAL_ERROR, ProducerState.CLOSED):
+            # a fenced producer must not abort (the newer instance owns the transaction), nor
+            # one whose commit failed with an unknown outcome (close() settles that one)
+            if producer.can_abort:
                 try:
                     producer.abort_transaction()
                 except TxnBrokerError as error:

@@ -188,6 +188,10 @@ def txn_stage(spark: Any, broker: Broker, *, transactional_id: str, group_id: st
             if isinstance(error, ProducerFencedError) or producer.state in (ProducerState.FATAL_ERROR,
                                                                              ProducerState.CLOSED):
                 stage.summary.outcome = "fenced"
+            elif not producer.can_abort:
+                # the commit failed with an unknown outcome: it may have committed, so it is
+                # not aborted here; close() settles it, or the next attempt's init does
+                stage.summary.outcome = "unknown"
             else:
                 stage.summary.outcome = "aborted"
                 try:
