@@ -60,7 +60,8 @@ def test_transaction_rows_detail_and_filters(backend) -> None:  # type: ignore[n
             clean.send("clean", _rows(3), partition=0)
             clean.send("clean", _rows(2, 3), partition=1)
             clean.send_offsets_to_transaction({TopicPartition("raw", 0): 6}, "etl.clean")
-        clean.init_transactions()  # a new epoch: Empty again, the last outcome still shown
+        # a new instance of the same id: a new epoch, Empty again, the last outcome still shown
+        broker.producer(transactional_id="etl.clean").init_transactions()
 
         aborted = broker.producer(transactional_id="etl.publish.2")
         aborted.init_transactions()
