@@ -41,7 +41,9 @@ bench: install
 bench-quick: install
 	$(PY) -m bench --quick $(ARGS)
 
+# make chaos SEEDS=100 DURATION=20: that many seeded runs, each with DURATION seconds of faults
 chaos: install
+	$(if $(SEEDS),CHAOS_SEEDS=$(SEEDS)) $(if $(DURATION),CHAOS_DURATION=$(DURATION)) \
 	$(PY) -m pytest tests/chaos -m chaos $(ARGS)
 
 clean:

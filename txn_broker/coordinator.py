@@ -11,7 +11,7 @@ the segments (idempotent; it opens the transaction if the producer never learnt 
 because a reply was lost). An append with a stale epoch, or for a transaction that is no
 longer the open one, is refused.
 
-Commit is one database transaction (SEMANTICS.md 3.5: all metadata is in one database):
+Commit is one database transaction (docs/semantics.md: all metadata is in one database):
 under the row lock it checks epoch and state, moves Ongoing -> PrepareCommit ->
 CompleteCommit (both kept in the history), writes the COMMIT marker into every partition
 of the transaction, applies its group offsets and ends it. Readers see all of it at once

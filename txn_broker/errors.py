@@ -1,6 +1,6 @@
 """Every error the broker raises, under one root.
 
-Each class says how a caller must handle it (SEMANTICS.md section 6):
+Each class says how a caller must handle it (docs/semantics.md, "Errors and what to do with each"):
 
 * ``retriable``: transient; retry the same call with backoff.
 * ``abortable``: the transaction cannot commit; abort it (or re-init) and redo the work.

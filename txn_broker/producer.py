@@ -5,7 +5,7 @@ partition. A buffer becomes one segment object at ``segment_bytes``, on ``flush(
 commit. Flushing uploads the objects (in parallel) and only then registers them in the
 partition logs, so no reader can see a partial object. Each segment carries the next
 sequence number of its (producer id, partition): a registration retried after a lost
-reply is stored once, and a gap is refused (SEMANTICS.md section 2).
+reply is stored once, and a gap is refused (docs/semantics.md, "Idempotent appends").
 
 In a transaction, the first send to a partition adds it to the transaction
 (AddPartitionsToTxn); the first one starts the transaction and its timeout clock, so a
@@ -432,7 +432,7 @@ class Producer:
             ident = self._identity()
             self._topics[meta.topic_id] = meta
             if self.transactional_id is not None:
-                # AddPartitionsToTxn before the first write to a partition (SEMANTICS.md 3):
+                # AddPartitionsToTxn before the first write to a partition (docs/semantics.md):
                 # the first one starts the transaction and its timeout clock now, not at the
                 # flush. Later sends only fail a zombie at once. The registration of the
                 # data checks the epoch and the open transaction again, under the lock.

@@ -1,4 +1,4 @@
-"""Retrying a client request after a retriable error (SEMANTICS.md section 6), with
+"""Retrying a client request after a retriable error (docs/semantics.md, "Errors and what to do with each"), with
 exponential backoff and jitter: what the producer and the Spark writer share."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The anomaly checker: reads a history of sends, transactions and polls, plus final reads
-of every partition, and counts every anomaly class of SEMANTICS.md section 8.
+of every partition, and counts every anomaly class of docs/semantics.md, "How correctness is checked".
 
 A pure module (no broker import): the chaos runner feeds it what its client processes
 wrote, and ``tests/chaos/test_checker.py`` feeds it hand-made histories containing each
@@ -444,7 +444,7 @@ def _stats(ops: dict[str, Op], polls: list[dict[str, Any]], finals: list[dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Check a chaos history for anomalies (SEMANTICS.md 8).")
+    parser = argparse.ArgumentParser(description="Check a chaos history for anomalies (docs/semantics.md).")
     parser.add_argument("history", nargs="+", help="JSON-lines history file(s)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Randomized histories under faults, checked by a program (SEMANTICS.md section 8).
+"""Randomized histories under faults, checked by a program (docs/semantics.md, "How correctness is checked").
 
 * The short version runs with ``make test``: three seeds, about three minutes.
 * The long version is marked ``chaos`` (``make chaos``): ``CHAOS_SEEDS`` seeds (default

@@ -1,4 +1,4 @@
-"""Idempotent produce (SEMANTICS.md section 2) on both backends."""
+"""Idempotent produce (docs/semantics.md, "Idempotent appends") on both backends."""
 
 from __future__ import annotations
 

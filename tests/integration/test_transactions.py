@@ -284,7 +284,7 @@ def test_commit_is_one_database_transaction_with_both_transitions_recorded(backe
 
 
 def test_the_first_send_opens_the_transaction_and_adds_its_partitions(backend):
-    """AddPartitionsToTxn before the first write to each partition (SEMANTICS.md 3): the
+    """AddPartitionsToTxn before the first write to each partition (docs/semantics.md): the
     first send starts the transaction and its timeout clock, although the records are
     still buffered; the registration fills in the partitions' offsets."""
     broker = backend.connect()

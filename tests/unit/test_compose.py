@@ -36,9 +36,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-#: the schema, committed with the tests (a copy of the shared one: see schemas/README.md)
+#: the schema, committed with the tests (see schemas/README.md)
 COMPOSE_SCHEMA = Path(__file__).resolve().parent / "schemas" / "compose-spec.json"
-SHARED_COMPOSE_SCHEMA = REPO.parent / "shared" / "schemas" / "compose-spec.json"
 SCANNED_DIRS = ("txn_broker", "plugins", "dags", "spark_apps")
 
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -832,12 +831,6 @@ CHECKS: dict[str, Callable[[Stack], list[str]]] = {
 
 def test_compose_matches_the_compose_specification(stack: Stack) -> None:
     assert schema_problems(stack) == []
-
-
-def test_committed_schema_is_the_shared_one() -> None:
-    if not SHARED_COMPOSE_SCHEMA.is_file():
-        pytest.skip(f"no shared schema at {SHARED_COMPOSE_SCHEMA} to compare the committed copy with")
-    assert COMPOSE_SCHEMA.read_bytes() == SHARED_COMPOSE_SCHEMA.read_bytes()
 
 
 @pytest.mark.parametrize("check", sorted(CHECKS))

@@ -1,6 +1,6 @@
 """``TopicToPostgresOperator``: committed records of a topic into a SQL table, exactly once.
 
-Kafka's transactions cover only Kafka; this goes further (SEMANTICS.md section 7): the
+Kafka's transactions cover only Kafka; this goes further (docs/semantics.md, "What is not promised"): the
 rows and the sink's offsets are written in the same transaction of the *target* database,
 and the start offsets are read back from that database, never from the broker. A retry
 after any crash therefore resumes exactly where the last committed load ended: no row is
