@@ -29,6 +29,10 @@ loses anything would be chance.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -41,6 +45,8 @@ from _servers import AWS_TEST_ENV, Backend
 from chaos.checker import read_history
 from chaos.runner import ChaosConfig, ChaosRun
 
+from txn_broker import TopicPartition
+from txn_broker.errors import DatabaseUnavailableError, IllegalStateError
 from txn_broker.migrations import upgrade
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -48,10 +54,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 #: the standby is stalled once the clients have this many transactions acknowledged (or
 #: after BEFORE_MAX_S), the primary dies STALL_S later, and the run goes on on the new
 #: primary for AFTER_S
-ACKS_BEFORE, BEFORE_MAX_S, STALL_S, AFTER_S = 20, 30.0, 1.5, 6.0
-#: transaction timeout of the clients: longer than the stall and failover together, short
-#: enough for the sweeps after the run to finish what a stopped client left open
-TXN_TIMEOUT_MS = 5000
+ACKS_BEFORE, BEFORE_MAX_S, STALL_S, AFTER_S = 15, 30.0, 1.5, 5.0
+#: transaction timeout of the clients: well above the stall and failover together, even on
+#: a loaded machine (the sweeper fences a producer whose transaction outlives it)
+TXN_TIMEOUT_MS = 10_000
 CLIENTS = {"feeder": 1, "copier": 2, "transfer": 1, "poller-rc": 1, "sweeper": 1}
 
 
@@ -87,8 +93,12 @@ class FailoverRun(ChaosRun):
         self.moments["checked"] = time.time()
 
     def sweep(self, broker: Any, *, wait: bool) -> None:
+        """Every client has stopped: instead of waiting out the transaction timeout, abort
+        what a client left open (one that exited after an unknown outcome) as an
+        administrator would; the sweeps then roll forward what is decided."""
         if wait:
-            time.sleep(TXN_TIMEOUT_MS / 1000 + 0.5)
+            for txn in broker.list_transactions(states=["Ongoing"]):
+                broker.abort_transaction(txn.transactional_id)
         super().sweep(broker, wait=False)
 
     def nemesis_loop(self) -> None:
@@ -213,6 +223,11 @@ def test_synchronous_standby_failover_keeps_every_acknowledged_commit(failover_b
         result.report.to_json(), default=str)[:4000]
     assert result.report.stats["fsck_problems"] == [], "fsck found inconsistencies after the failover"
     assert result.report.stats["transfer_balance"] == 0
+    # and as an operator checks it: the CLI, with the same two-host URL
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXN_BROKER_")}
+    fsck = subprocess.run([str(Path(sys.executable).with_name("txn-broker")), "fsck"], env={**env, **backend.env},
+                          capture_output=True, text=True, timeout=120)
+    assert fsck.returncode == 0 and "fsck: OK" in fsck.stdout, fsck.stdout + fsck.stderr
     crashes = {k: n for k, n in result.exits.items() if k.startswith("exit") or k == "hung-killed"}
     assert not crashes, f"clients failed with untyped or fatal errors; see {result.out_dir}/client-*.log"
     # the run proved something: work was acknowledged on both sides of the failover, and the
@@ -234,3 +249,70 @@ def test_asynchronous_standby_failover_loses_acknowledged_commits(failover_backe
     assert figures["acked_during_stall"] > 0, figures  # the primary acknowledged what the standby lacked
     assert not result.report.ok
     assert result.report.counts["lost_write"] > 0, result.report.to_json()
+
+
+def test_a_commit_waiting_for_the_standby_is_invisible_and_its_retry_resolves_it(failover_backend):
+    """One commit caught by the failover, step by step: while it waits for the stalled
+    standby, read_committed readers do not see it (Kafka's high watermark: nothing a
+    failover could lose is readable); the primary dies, so its outcome is unknown: the
+    producer's own retries give up with the retriable DatabaseUnavailableError, an abort
+    is refused, and the commit retried once the standby is promoted commits it, once."""
+    cluster, backend = failover_backend(True)
+    broker = backend.connect()
+    try:
+        broker.create_topic("t", partitions=2)
+        producer = broker.producer(transactional_id="caught")
+        producer.init_transactions()
+        with producer.transaction():
+            producer.send("t", [{"key": b"k", "value": b"first"}], partition=0)
+            producer.send("t", [{"key": b"k", "value": b"first"}], partition=1)
+        producer.begin_transaction()
+        producer.send("t", [{"key": b"k", "value": b"second"}], partition=0)
+        producer.send("t", [{"key": b"k", "value": b"second"}], partition=1)
+        producer.flush()  # registered and replicated: only the commit is left
+
+        cluster.stall_replication()
+        outcome: list[BaseException | None] = []
+
+        def commit() -> None:
+            try:
+                producer.commit_transaction()
+                outcome.append(None)
+            except BaseException as error:
+                outcome.append(error)
+
+        committer = threading.Thread(target=commit)
+        committer.start()
+        time.sleep(1.0)
+        assert not outcome, "the commit returned although the standby has not got it"
+        assert _values(broker) == [b"first", b"first"]  # waiting: invisible to readers
+        ends = broker.end_offsets([TopicPartition("t", p) for p in range(2)], "read_committed")
+        assert set(ends.values()) == {1}
+
+        cluster.crash_primary()  # the commit's connection dies with it
+        committer.join(timeout=60)
+        assert outcome and isinstance(outcome[0], DatabaseUnavailableError), outcome
+        assert outcome[0].retriable and "Connection refused" in str(outcome[0])
+        with pytest.raises(IllegalStateError):
+            producer.abort_transaction()  # it may have committed: only a retry is legal
+
+        cluster.promote()
+        producer.commit_transaction()  # the retry resolves it on the new primary
+        assert _values(broker) == [b"first", b"first", b"second", b"second"]
+        with producer.transaction():  # and the producer goes on
+            producer.send("t", [{"key": b"k", "value": b"third"}], partition=0)
+        assert _values(broker) == [b"first", b"first", b"second", b"second", b"third"]
+        assert broker.describe_transaction("caught").state == "CompleteCommit"
+        assert broker.fsck().problems == []
+    finally:
+        broker.close()
+
+
+def _values(broker) -> list[bytes]:
+    consumer = broker.consumer(isolation_level="read_committed")
+    consumer.assign([TopicPartition("t", p) for p in range(2)])
+    rows = []
+    while batch := consumer.poll(max_records=100).to_pylist():
+        rows += batch
+    consumer.close()
+    return sorted(r["value"] for r in rows)
