@@ -64,20 +64,25 @@ class ReplicaNode(PostgresServer):
             shutil.chown(root, "postgres")
 
     def postmaster_pid(self) -> int | None:
+        """The running postmaster of this data directory, else None. The pid file outlives
+        a SIGKILLed server and its pid is soon another process's (pids wrap at 32768
+        here), so the process must be a live postgres started on this very directory."""
         try:
-            return int((self.data / "postmaster.pid").read_text().split()[0])
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError, IndexError):
             return None
+        ours = any(a == b"-D" and b == str(self.data).encode() for a, b in zip(args, args[1:], strict=False))
+        return pid if ours and _exists(pid) else None
 
     def alive(self) -> bool:
-        pid = self.postmaster_pid()
-        return pid is not None and _exists(pid)
+        return self.postmaster_pid() is not None
 
     def crash(self) -> None:
         """SIGKILL the postmaster and every process it started, as when the machine dies:
         no backend finishes a commit, no WAL sender sends another byte."""
         pid = self.postmaster_pid()
-        if pid is None or not _exists(pid):
+        if pid is None:
             raise RuntimeError("the server is not running")
         os.kill(pid, signal.SIGSTOP)  # it can start no new process meanwhile
         for child in _children(pid):

@@ -120,8 +120,16 @@ class FailoverRun(ChaosRun):
             self.moments["stalled"] = time.time()
             self.cluster.stall_replication()
             self.note("replication-stall")
+            acked = acknowledged(self.out)
             if self.stop.wait(STALL_S):
                 return
+            # an asynchronous primary goes on acknowledging: make sure some of those
+            # commits are at stake (a synchronous one acknowledges none meanwhile)
+            deadline = time.time() + 10
+            while (not self.cluster.synchronous and acknowledged(self.out) < acked + 3
+                   and time.time() < deadline):
+                if self.stop.wait(0.2):
+                    return
             self.moments["killed"] = time.time()
             self.steps = self.cluster.fail_over()
             self.moments["promoted"] = time.time()
