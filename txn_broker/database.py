@@ -202,10 +202,21 @@ class Tx:
         return self._execute(sa.text(statement), params)
 
 
+def _error_detail(error: exc.DBAPIError) -> str:
+    """One line from a driver error: its first line, or, when libpq tried several hosts (a
+    URL naming a primary and its standbys), each host's reason, so that an outage during a
+    failover says which server refused and why ("Connection refused", "session is
+    read-only")."""
+    text = str(error.orig).strip() if error.orig else str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("\t")]
+    hosts = [line for line in lines if line.startswith("connection to server")]
+    shown = "; ".join(hosts) if len(hosts) > 1 else (lines[0] if lines else type(error).__name__)
+    return f"{type(error.orig).__name__}: {shown}"
+
+
 def _database_error(url: sa.URL, error: exc.DBAPIError) -> TxnBrokerError:
     """The typed error for a driver error: missing privileges are fatal, the rest retriable."""
-    detail = (f"{type(error.orig).__name__}: "
-              f"{str(error.orig).strip().splitlines()[0] if error.orig else error}")
+    detail = _error_detail(error)
     if getattr(getattr(error, "orig", None), "pgcode", None) == _INSUFFICIENT_PRIVILEGE:
         return DatabasePermissionError(f"database {mask_url(url)} refused: {detail}")
     return DatabaseUnavailableError(f"database {mask_url(url)} failed: {detail}")
