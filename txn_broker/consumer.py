@@ -1,17 +1,34 @@
 """The consumer: assigned or subscribed partitions, positions, polling at an isolation
-level, and offsets committed for a consumer group (the next offset to read, as in Kafka)."""
+level, and offsets committed for a consumer group (the next offset to read, as in Kafka).
+
+Polls are served from what an earlier poll already planned and decoded, as Kafka's
+consumer serves small polls from fetched batches: a partition's plan (its segments up to
+the isolation level's end, read in one database snapshot) stays valid until the position
+reaches its end, and decoded segments stay in a bounded cache. Below the end a plan was
+made with, nothing changes but deletion (retention, gc of aborted segments): a segment
+found gone is re-planned once, as a fresh poll would.
+"""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .errors import IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
-from .fetch import ISOLATION_LEVELS, READ_COMMITTED, SegmentCache, plan_fetch, read_rows, with_metadata
+from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
+from .fetch import (
+    ISOLATION_LEVELS,
+    READ_COMMITTED,
+    PlannedSegment,
+    SegmentCache,
+    plan_fetch,
+    read_rows,
+    with_metadata,
+)
 from .models import TopicPartition
 from .names import validate_id, validate_partition
 from .records import read_schema
@@ -21,6 +38,26 @@ if TYPE_CHECKING:
     from .topics import TopicMeta
 
 RESETS = ("earliest", "latest", "none")
+
+#: poll()'s default size: about this many bytes of decoded Arrow data (at least one
+#: record), the role Kafka's fetch.max.bytes plays; ``max_records`` caps the count as
+#: Kafka's max.poll.records does, and is unlimited unless given
+DEFAULT_POLL_BYTES = 8 * 1024 * 1024
+#: polls smaller than this many records slice a block of this size built once
+BLOCK_RECORDS = 16_384
+
+
+@dataclass
+class _Plan:
+    """What one plan_fetch said about a partition: segments from ``position`` to ``end``."""
+
+    position: int
+    end: int
+    segments: list[PlannedSegment]
+    #: a block of the segment being read, with its metadata columns, that small polls
+    #: slice: offsets [block_start, block_start + block.num_rows)
+    block: pa.Table | None = None
+    block_start: int = 0
 
 
 class Consumer:
@@ -41,6 +78,8 @@ class Consumer:
         self._meta: dict[str, TopicMeta] = {}
         self._positions: dict[TopicPartition, int] = {}
         self._cache = SegmentCache(broker.store)
+        self._plans: dict[TopicPartition, _Plan] = {}
+        self._sizes: dict[str, float] = {}
         self._next = 0
         self._closed = False
 
@@ -57,6 +96,7 @@ class Consumer:
             tps.append(TopicPartition(topic, partition))
         self._assignment = sorted(set(tps))
         self._positions = {tp: p for tp, p in self._positions.items() if tp in self._assignment}
+        self._plans = {tp: p for tp, p in self._plans.items() if tp in self._assignment}
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Read every partition of these topics (no group rebalancing: this consumer gets
@@ -119,6 +159,7 @@ class Consumer:
         meta = self._topic(tp.topic)
         self._broker.check_offset(meta, tp.partition, offset, allow_below_start=False)
         self._positions[tp] = int(offset)
+        self._plans.pop(tp, None)
 
     def seek_to_beginning(self, tps: Iterable[TopicPartition] | None = None) -> None:
         for tp in tps or self._assignment:
@@ -138,14 +179,20 @@ class Consumer:
 
     # -- polling -------------------------------------------------------------------------
 
-    def poll(self, max_records: int = 500, timeout_s: float = 0.0) -> pa.Table:
-        """Up to ``max_records`` records, in offset order within each partition, with the
-        columns ``_topic``, ``_partition``, ``_offset``, ``_timestamp`` then the topic's.
-        read_committed returns records below the last stable offset only, and never
-        those of aborted transactions. An empty table when nothing arrives in time."""
+    def poll(self, max_records: int | None = None, timeout_s: float = 0.0,
+             max_bytes: int = DEFAULT_POLL_BYTES) -> pa.Table:
+        """Records in offset order within each partition, with the columns ``_topic``,
+        ``_partition``, ``_offset``, ``_timestamp`` then the topic's: about ``max_bytes``
+        of decoded data (8 MiB by default; at least one record), and at most
+        ``max_records`` records when given. read_committed returns records below the last
+        stable offset only, and never those of aborted transactions. An empty table when
+        nothing arrives within ``timeout_s``."""
         self._check_open()
-        if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records <= 0:
-            raise InvalidConfigError(f"max_records must be a positive int, got {max_records!r}")
+        if max_records is not None and (not isinstance(max_records, int) or isinstance(max_records, bool)
+                                        or max_records <= 0):
+            raise InvalidConfigError(f"max_records must be a positive int or None, got {max_records!r}")
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
+            raise InvalidConfigError(f"max_bytes must be a positive int, got {max_bytes!r}")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or math.isnan(timeout_s) \
                 or timeout_s < 0:
             raise InvalidConfigError(f"timeout_s must be a non-negative number of seconds, got {timeout_s!r}")
@@ -156,40 +203,48 @@ class Consumer:
         while True:
             saved = dict(self._positions)
             try:
-                tables = self._fetch(max_records)
+                fetched = self._fetch(max_records, max_bytes)
             except BaseException:
                 # records read from earlier partitions were never returned: do not skip them
                 self._positions = saved
                 raise
-            if tables or time.monotonic() >= deadline:
+            if fetched or time.monotonic() >= deadline:
                 break
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
             delay = min(delay * 2, 0.25)
-        if len({t.schema for t in tables}) > 1 or not tables:
-            schemas = {tp.topic: read_schema(self._topic(tp.topic).schema) for tp in self._assignment}
-            if not tables:
-                return next(iter(schemas.values())).empty_table()
+        if not fetched:
+            return read_schema(self._topic(self._assignment[0].topic).schema).empty_table()
+        tables = [table for _, table in fetched]
+        if len(tables) == 1:
+            return tables[0]
+        if len({topic for topic, _ in fetched}) > 1:  # topics' columns differ: union them by name
             return pa.concat_tables(tables, promote_options="permissive")
         return pa.concat_tables(tables)
 
-    def _fetch(self, max_records: int) -> list[pa.Table]:
-        tables: list[pa.Table] = []
-        remaining = max_records
+    def _fetch(self, max_records: int | None, max_bytes: int) -> list[tuple[str, pa.Table]]:
+        """(topic, records) of each partition read, taking turns between partitions."""
+        fetched: list[tuple[str, pa.Table]] = []
+        records = math.inf if max_records is None else max_records
+        budget = [float(max_bytes)]  # spent by _read_plan
         n = len(self._assignment)
         for i in range(n):
-            if remaining <= 0:
+            if records <= 0 or budget[0] <= 0:
                 break
             tp = self._assignment[(self._next + i) % n]
-            got = self._fetch_partition(tp, remaining)
+            got = self._fetch_partition(tp, records, budget, first=not fetched)
             if got is not None and got.num_rows:
-                tables.append(got)
-                remaining -= got.num_rows
+                fetched.append((tp.topic, got))
+                records -= got.num_rows
         self._next = (self._next + 1) % n
-        return tables
+        return fetched
 
-    def _fetch_partition(self, tp: TopicPartition, limit: int) -> pa.Table | None:
+    def _plan(self, tp: TopicPartition, position: int) -> _Plan:
+        """The partition's plan from ``position``: the one an earlier poll made while it
+        still covers ``position``, else a new one (one database read)."""
+        plan = self._plans.get(tp)
+        if plan is not None and plan.position == position < plan.end:
+            return plan
         meta = self._topic(tp.topic)
-        position = self.position(tp)
         offsets, segments = plan_fetch(self._broker.db, meta.topic_id, tp.partition, position,
                                        self.isolation_level)
         if offsets is None:
@@ -200,19 +255,81 @@ class Consumer:
                                            self.isolation_level)
             assert offsets is not None
         end = offsets.end(self.isolation_level)
-        parts = []
+        if segments:  # plan_fetch stops after max_segments: the plan covers what it listed
+            end = min(end, segments[-1].end_offset)
+        plan = self._plans[tp] = _Plan(position, end, segments)
+        return plan
+
+    def _fetch_partition(self, tp: TopicPartition, limit: float, budget: list[float], *,
+                         first: bool) -> pa.Table | None:
+        for attempt in (1, 2):
+            plan = self._plan(tp, self.position(tp))
+            try:
+                return self._read_plan(tp, plan, limit, budget, first=first)
+            except CorruptSegmentError:
+                # deleted since the plan was made (retention, gc): plan again, once
+                del self._plans[tp]
+                if attempt == 2:
+                    raise
+        return None
+
+    def _read_plan(self, tp: TopicPartition, plan: _Plan, limit: float, budget: list[float], *,
+                   first: bool) -> pa.Table | None:
+        """Up to ``limit`` records and about ``budget[0]`` bytes (spent here) from the plan."""
+        position, end = plan.position, plan.end
+        parts: list[pa.Table] = []
+        segments = plan.segments
+        while segments and segments[0].end_offset <= position:
+            segments = segments[1:]  # read already: drop from the plan
         for seg in segments:
-            if limit <= 0 or position >= end:
+            if limit <= 0 or budget[0] <= 0 or position >= end:
                 break
             if seg.skipped_at(self.isolation_level):
                 position = min(seg.end_offset, end)
                 continue
-            rows = read_rows(self._cache.get(seg), seg, position, min(end, position + limit))
-            parts.append(with_metadata(rows, tp.topic, tp.partition, position))
+            table = self._cache.get(seg)
+            row_bytes = self._row_bytes(seg.object_key, table)
+            stop = min(end, seg.end_offset)
+            count = min(stop - position, int(min(limit, budget[0] // row_bytes)))
+            if count <= 0:
+                if parts or not first:
+                    break
+                count = 1  # a poll returns at least one record, however large
+            rows = self._decorated(plan, tp, seg, table, position, count, stop)
+            parts.append(rows)
             position += rows.num_rows
             limit -= rows.num_rows
+            budget[0] -= rows.num_rows * row_bytes
+        plan.position = position
+        plan.segments = segments
         self._positions[tp] = position
-        return pa.concat_tables(parts) if parts else None
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def _row_bytes(self, key: str, table: pa.Table) -> float:
+        """The average decoded size of a segment's records (computed once per segment)."""
+        size = self._sizes.get(key)
+        if size is None:
+            if len(self._sizes) > 4096:
+                self._sizes.clear()
+            size = self._sizes[key] = max(table.nbytes / max(table.num_rows, 1), 1.0)
+        return size
+
+    def _decorated(self, plan: _Plan, tp: TopicPartition, seg: PlannedSegment, table: pa.Table,
+                   position: int, count: int, stop: int) -> pa.Table:
+        """``count`` records from ``position`` with the metadata columns. A large read builds
+        them for itself; small ones slice a block built once for many polls."""
+        if count >= BLOCK_RECORDS:
+            rows = read_rows(table, seg, position, position + count)
+            return with_metadata(rows, tp.topic, tp.partition, position)
+        block = plan.block
+        if block is None or not plan.block_start <= position < plan.block_start + block.num_rows \
+                or position + count > plan.block_start + block.num_rows:
+            rows = read_rows(table, seg, position, min(stop, position + BLOCK_RECORDS))
+            block = plan.block = with_metadata(rows, tp.topic, tp.partition, position)
+            plan.block_start = position
+        return block.slice(position - plan.block_start, count)
 
     # -- group offsets -------------------------------------------------------------------
 
