@@ -100,7 +100,7 @@ WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :pa
 -- The segment an earlier attempt of a retried append stored
 SELECT base_offset, record_count, object_key FROM segments
 WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :partition_no
-  AND base_sequence = :base_sequence;
+  AND base_sequence = :base_sequence AND producer_epoch = :producer_epoch;
 
 -- allocate_offsets --
 -- Assign offsets to a batch: moves the high watermark and locks the partition row
