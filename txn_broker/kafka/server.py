@@ -1,0 +1,474 @@
+"""The Kafka-protocol listener: an asyncio server that decodes requests (kio), answers
+them from :class:`~txn_broker.kafka.backend.KafkaBackend` (run in worker threads: it
+blocks on the database and the object store) and encodes the responses.
+
+Requests of one connection are answered one at a time, in order, as Kafka's brokers do.
+A malformed frame, an oversized request, a client that sends half a frame and stalls, or
+an API key no schema exists for costs that connection only; a known API key at a version
+this listener does not support is answered with UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from ..broker import Broker
+from ..errors import TxnBrokerError
+from . import codec
+from .backend import KafkaBackend
+from .errors import error_code, for_produce
+from .groups import GroupCoordinator
+from .recordbatch import RecordFormatError, decode_batches
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+NODE_ID = 0
+CLUSTER_ID = "txn-broker"
+#: Kafka's socket.request.max.bytes default
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+#: a request's bytes must arrive within this long once its length was read
+FRAME_TIMEOUT_S = 30.0
+#: a connection that sends nothing this long is closed (Kafka's connections.max.idle.ms)
+IDLE_TIMEOUT_S = 600.0
+#: the longest a Fetch waits for data (the request's max_wait is honoured up to this)
+MAX_FETCH_WAIT_S = 1.0
+
+#: api key -> (lowest, highest) version supported; docs/kafka-protocol.md lists them
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 9),     # Produce (RecordBatch v2 only: Kafka 0.11+ clients)
+    1: (4, 12),    # Fetch
+    2: (1, 7),     # ListOffsets
+    3: (0, 12),    # Metadata
+    8: (2, 8),     # OffsetCommit
+    9: (1, 7),     # OffsetFetch
+    10: (0, 3),    # FindCoordinator
+    11: (0, 7),    # JoinGroup
+    12: (0, 4),    # Heartbeat
+    13: (0, 4),    # LeaveGroup
+    14: (0, 5),    # SyncGroup
+    18: (0, 3),    # ApiVersions
+    19: (2, 7),    # CreateTopics
+    20: (1, 5),    # DeleteTopics
+    22: (0, 4),    # InitProducerId
+    24: (0, 3),    # AddPartitionsToTxn
+    25: (0, 3),    # AddOffsetsToTxn
+    26: (0, 3),    # EndTxn
+    28: (0, 3),    # TxnOffsetCommit
+    65: (0, 0),    # DescribeTransactions
+    66: (0, 0),    # ListTransactions
+}
+API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())]
+
+
+class KafkaServer:
+    """``await server.start()``, then ``await server.serve_forever()`` (or ``close()``)."""
+
+    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 9092, *,
+                 advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
+                 threads: int = 8) -> None:
+        self.backend = KafkaBackend(broker)
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host or host
+        self.max_request_bytes = max_request_bytes
+        self.idle_timeout_s = idle_timeout_s
+        self.frame_timeout_s = frame_timeout_s
+        self.groups = GroupCoordinator()
+        self._pool = ThreadPoolExecutor(threads, "txn-broker-kafka")
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._handlers: dict[int, Callable[[codec.RequestHead, Any], Awaitable[dict[str, Any] | None]]] = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
+            11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
+            22: self.init_producer_id, 24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn,
+            26: self.end_txn, 28: self.txn_offset_commit, 65: self.describe_transactions,
+            66: self.list_transactions,
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**16)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.groups.start()
+        log.info("Kafka protocol listener on %s:%d", self.host, self.port)
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.groups.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(fn, *args))
+
+    async def _try(self, fn: Callable[..., T], *args: Any,
+                   code: Callable[[BaseException], ErrorCode] = error_code) -> tuple[T | None, ErrorCode]:
+        """The call's result and NONE, or None and the Kafka code of the broker error."""
+        try:
+            return await self._call(fn, *args), ErrorCode.none
+        except TxnBrokerError as error:
+            log.debug("%s: %s", getattr(fn, "__name__", fn), error)
+            return None, code(error)
+
+    # -- connections -----------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+        await self._serve_connection(reader, writer)
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                prefix = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
+                size = int.from_bytes(prefix, "big", signed=True)
+                if size < 8 or size > self.max_request_bytes:
+                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, size, self.max_request_bytes)
+                    return
+                frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
+                response = await self._dispatch(frame, peer)
+                if response is None:
+                    continue
+                writer.write(len(response).to_bytes(4, "big") + response)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            return
+        except codec.FrameError as error:
+            log.warning("closing %s: %s", peer, error)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("closing %s after an unexpected error", peer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    async def _dispatch(self, frame: bytes, peer: Any) -> bytes | None:
+        head = codec.peek_head(frame)
+        supported = SUPPORTED.get(head.api_key)
+        if supported is None or not supported[0] <= head.api_version <= supported[1]:
+            return self._unsupported(head, peer)
+        head, request = codec.decode_request(frame, SUPPORTED)
+        payload = await self._handlers[head.api_key](head, request)
+        if payload is None:  # acks=0
+            return None
+        return codec.encode_response(head, payload)
+
+    def _unsupported(self, head: codec.RequestHead, peer: Any) -> bytes:
+        if head.api_key == codec.API_VERSIONS_KEY:
+            return codec.encode_api_versions_error(head.correlation_id, API_KEYS)
+        try:
+            return codec.encode_response(head, {"error_code": ErrorCode.unsupported_version})
+        except Exception:  # no schema to answer in (an unknown key): Kafka closes too
+            raise codec.FrameError(f"api key {head.api_key} version {head.api_version} is unknown "
+                                   f"(supported: {sorted(SUPPORTED)})") from None
+
+    # -- handlers: cluster and topics ------------------------------------------------------
+
+    async def api_versions(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        return {"error_code": ErrorCode.none, "api_keys": API_KEYS, "throttle_time": 0}
+
+    def _broker_node(self) -> dict[str, Any]:
+        return {"node_id": NODE_ID, "host": self.advertised_host, "port": self.port, "rack": None}
+
+    async def metadata(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        wanted = None if req.topics is None or (head.api_version == 0 and not req.topics) else \
+            [t.name for t in req.topics]
+        topics = []
+        if wanted is None:
+            infos = await self._call(self.backend.list_topics)
+            found: list[tuple[str, Any, ErrorCode]] = [(i.name, i, ErrorCode.none) for i in infos]
+        else:
+            found = []
+            for name in wanted:
+                info, code = await self._try(self.backend.topic, name)
+                found.append((name, info, code))
+        for name, info, code in found:
+            partitions = [] if info is None else [
+                {"error_code": 0, "partition_index": p, "leader_id": NODE_ID, "leader_epoch": 0,
+                 "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID], "offline_replicas": []}
+                for p in range(info.partitions)]
+            topics.append({"error_code": code, "name": name, "is_internal": False, "partitions": partitions,
+                           "topic_authorized_operations": -2147483648})
+        return {"throttle_time": 0, "brokers": [self._broker_node()], "cluster_id": CLUSTER_ID,
+                "controller_id": NODE_ID, "topics": topics, "cluster_authorized_operations": -2147483648}
+
+    async def find_coordinator(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        node = self._broker_node()
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                "node_id": node["node_id"], "host": node["host"], "port": node["port"]}
+
+    async def create_topics(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        results = []
+        for t in req.topics:
+            configs = {c.name: c.value for c in t.configs}
+            info, code = await self._try(self.backend.create_topic, t.name, int(t.num_partitions), configs,
+                                         bool(getattr(req, "validate_only", False)))
+            results.append({"name": t.name, "error_code": code, "error_message": None if code == 0 else code.name,
+                            "num_partitions": info.partitions if info else -1, "replication_factor": 1,
+                            "configs": []})
+        return {"throttle_time": 0, "topics": results}
+
+    async def delete_topics(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        results = []
+        for name in req.topic_names:
+            _, code = await self._try(self.backend.delete_topic, name)
+            results.append({"name": name, "error_code": code})
+        return {"throttle_time": 0, "responses": results}
+
+    # -- handlers: produce and fetch -------------------------------------------------------
+
+    async def produce(self, head: codec.RequestHead, req: Any) -> dict[str, Any] | None:
+        responses = []
+        for t in req.topic_data:
+            parts = []
+            for p in t.partition_data:
+                parts.append(await self._produce_partition(t.name, int(p.index), p.records, req.transactional_id))
+            responses.append({"name": t.name, "partition_responses": parts})
+        if req.acks == 0:
+            return None
+        return {"responses": responses, "throttle_time": 0}
+
+    async def _produce_partition(self, topic: str, partition: int, records: bytes | None,
+                                 transactional_id: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_start_offset": -1,
+                               "log_append_time": None, "record_errors": [], "error_message": None}
+        try:
+            batches = decode_batches(records)
+        except RecordFormatError as error:
+            return {**out, "error_code": ErrorCode.corrupt_message, "error_message": str(error)}
+        if len(batches) != 1:
+            # Kafka accepts one batch per partition per request from idempotent clients
+            return {**out, "error_code": ErrorCode.invalid_record,
+                    "error_message": f"{len(batches)} record batches; one per partition is expected"}
+        try:
+            result = await self._call(self.backend.produce, topic, partition, batches[0], transactional_id)
+        except TxnBrokerError as error:
+            return {**out, "error_code": for_produce(error), "error_message": str(error)[:500]}
+        return {**out, "error_code": ErrorCode.none, "base_offset": result.base_offset,
+                "log_start_offset": result.log_start_offset}
+
+    async def fetch(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        isolation = int(getattr(req, "isolation_level", 0))
+        max_wait = req.max_wait.total_seconds() if hasattr(req.max_wait, "total_seconds") else req.max_wait / 1000
+        deadline = time.monotonic() + min(max(max_wait, 0.0), MAX_FETCH_WAIT_S)
+        budget = int(getattr(req, "max_bytes", 50 * 1024 * 1024))
+        delay = 0.01
+        while True:
+            responses, total = [], 0
+            for t in req.topics:
+                parts = []
+                for p in t.partitions:
+                    limit = max(min(int(p.partition_max_bytes), budget - total), 1)
+                    got, code = await self._try(self.backend.fetch, t.topic, int(p.partition), int(p.fetch_offset),
+                                                limit, isolation)
+                    part: dict[str, Any] = {"partition_index": p.partition, "error_code": code,
+                                            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                            "aborted_transactions": [] if isolation == 1 else None,
+                                            "preferred_read_replica": -1, "records": b""}
+                    if got is not None:
+                        part.update(high_watermark=got.high_watermark, last_stable_offset=got.last_stable_offset,
+                                    log_start_offset=got.log_start_offset, records=got.records)
+                        total += len(got.records)
+                    elif code == ErrorCode.offset_out_of_range:
+                        bounds, _ = await self._try(self.backend.offsets, t.topic, int(p.partition))
+                        if bounds is not None:
+                            part.update(log_start_offset=bounds[0], high_watermark=bounds[1],
+                                        last_stable_offset=bounds[2])
+                    parts.append(part)
+                responses.append({"topic": t.topic, "partitions": parts})
+            errors = any(p["error_code"] for r in responses for p in r["partitions"])
+            if total or errors or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 0.1)
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+
+    async def list_offsets(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        isolation = int(getattr(req, "isolation_level", 0))
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                got, code = await self._try(self.backend.list_offset, t.name, int(p.partition_index),
+                                            int(p.timestamp), isolation)
+                offset, ts = got if got is not None else (-1, -1)
+                parts.append({"partition_index": p.partition_index, "error_code": code, "timestamp": ts,
+                              "offset": offset, "leader_epoch": 0})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
+
+    # -- handlers: transactions ------------------------------------------------------------
+
+    async def init_producer_id(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        timeout = req.transaction_timeout
+        timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
+        got, code = await self._try(self.backend.init_producer_id, req.transactional_id, timeout_ms,
+                                    int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
+        pid, epoch = got if got is not None else (-1, -1)
+        return {"throttle_time": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+    async def add_partitions_to_txn(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        pairs = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+        _, code = await self._try(self.backend.add_partitions, req.v3_and_below_transactional_id,
+                                  int(req.v3_and_below_producer_id), int(req.v3_and_below_producer_epoch), pairs)
+        topics = [{"name": t.name, "results_by_partition": [
+            {"partition_index": p, "partition_error_code": code} for p in t.partitions]}
+            for t in req.v3_and_below_topics]
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": topics}
+
+    async def add_offsets_to_txn(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        _, code = await self._try(self.backend.add_offsets, req.transactional_id, int(req.producer_id),
+                                  int(req.producer_epoch), req.group_id)
+        return {"throttle_time": 0, "error_code": code}
+
+    async def txn_offset_commit(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        offsets: dict[tuple[str, int], int] = {}
+        for t in req.topics:
+            for p in t.partitions:
+                key = (t.name, int(p.partition_index))
+                _, codes[key] = await self._try(self.backend.check_offset, t.name, key[1], int(p.committed_offset))
+                if codes[key] == ErrorCode.none:
+                    offsets[key] = int(p.committed_offset)
+        if offsets:
+            _, code = await self._try(self.backend.txn_offset_commit, req.transactional_id, int(req.producer_id),
+                                      int(req.producer_epoch), req.group_id, offsets)
+            for key in offsets:
+                codes[key] = code
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": codes[(t.name, int(p.partition_index))]}
+                                            for p in t.partitions]} for t in req.topics]}
+
+    async def end_txn(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        _, code = await self._try(self.backend.end_txn, req.transactional_id, int(req.producer_id),
+                                  int(req.producer_epoch), bool(req.committed))
+        return {"throttle_time": 0, "error_code": code}
+
+    async def list_transactions(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        got, code = await self._try(self.backend.list_transactions, list(req.state_filters or ()))
+        pids = set(req.producer_id_filters or ())
+        states = [{"transactional_id": s.transactional_id, "producer_id": s.producer_id,
+                   "transaction_state": s.state} for s in got or () if not pids or s.producer_id in pids]
+        return {"throttle_time": 0, "error_code": code, "unknown_state_filters": [], "transaction_states": states}
+
+    async def describe_transactions(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        out = []
+        for tid in req.transactional_ids:
+            d, code = await self._try(self.backend.describe_transaction, tid)
+            if d is None:
+                out.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
+                            "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
+                            "producer_epoch": -1, "topics": []})
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for p in d.partitions if d.state == "Ongoing" else ():
+                by_topic.setdefault(p.topic, []).append(p.partition)
+            out.append({"error_code": 0, "transactional_id": tid, "transaction_state": d.state,
+                        "transaction_timeout": d.timeout_ms,
+                        "transaction_start_time": d.start_ms if d.start_ms is not None else -1,
+                        "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                        "topics": [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]})
+        return {"throttle_time": 0, "transaction_states": out}
+
+    # -- handlers: group offsets and membership --------------------------------------------
+
+    async def offset_commit(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        generation = int(getattr(req, "generation_id_or_member_epoch", -1))
+        group_code = self.groups.check_member(req.group_id, req.member_id, generation)
+        offsets = {(t.name, int(p.partition_index)): int(p.committed_offset) for t in req.topics for p in t.partitions}
+        code = group_code
+        if code == ErrorCode.none and offsets:
+            _, code = await self._try(self.backend.commit_offsets, req.group_id, offsets)
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                            for p in t.partitions]} for t in req.topics]}
+
+    async def offset_fetch(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        if req.topics is None:  # every partition the group has offsets for
+            wanted: list[tuple[str, int]] = []
+            described, _ = await self._try(self.backend.broker.describe_group, req.group_id)
+            if described is not None:
+                wanted = [(p.topic, p.partition) for p in described.partitions]
+        else:
+            wanted = [(t.name, int(p)) for t in req.topics for p in t.partition_indexes]
+        got, code = await self._try(self.backend.committed, req.group_id, wanted)
+        unstable: set[tuple[str, int]] = set()
+        if getattr(req, "require_stable", False) and got is not None:
+            unstable = await self._call(self.backend.pending_offsets, req.group_id, wanted)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for topic, p in wanted:
+            part_code = code if got is None else (
+                ErrorCode.unstable_offset_commit if (topic, p) in unstable else ErrorCode.none)
+            by_topic.setdefault(topic, []).append({
+                "partition_index": p, "committed_offset": -1 if got is None else got[(topic, p)],
+                "committed_leader_epoch": -1, "metadata": "", "error_code": part_code})
+        return {"throttle_time": 0, "error_code": ErrorCode.none,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    async def join_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        return await self.groups.join(req, head.api_version)
+
+    async def sync_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        return await self.groups.sync(req)
+
+    async def heartbeat(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0,
+                "error_code": self.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id))}
+
+    async def leave_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        members = [m.member_id for m in req.members] if hasattr(req, "members") else [req.member_id]
+        codes = [self.groups.leave(req.group_id, m) for m in members]
+        return {"throttle_time": 0, "error_code": codes[0] if len(codes) == 1 else ErrorCode.none,
+                "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
+                            for m, c in zip(members, codes, strict=True)]}
+
+
+async def _run(server: KafkaServer, ready: Callable[[KafkaServer], None] | None) -> None:
+    task = asyncio.current_task()
+    if task is not None:  # SIGTERM stops the listener like Ctrl-C
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    await server.start()
+    if ready is not None:
+        ready(server)
+    try:
+        await server.serve_forever()
+    finally:
+        await server.close()
+
+
+def serve(broker: Broker, host: str, port: int, *, ready: Callable[[KafkaServer], None] | None = None,
+          **options: Any) -> None:
+    """Run the listener until interrupted. ``ready`` is called once it listens."""
+    server = KafkaServer(broker, host, port, **options)
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(_run(server, ready))
