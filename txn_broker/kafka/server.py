@@ -68,6 +68,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     65: (0, 0),    # DescribeTransactions
     66: (0, 0),    # ListTransactions
 }
+#: the first version of each transactional API that may answer PRODUCER_FENCED (KIP-588);
+#: older versions get INVALID_PRODUCER_EPOCH, which their clients know, as from Kafka
+PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
 API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())]
 
 
@@ -179,6 +182,8 @@ class KafkaServer:
         payload = await self._handlers[head.api_key](head, request)
         if payload is None:  # acks=0
             return None
+        if head.api_version < PRODUCER_FENCED_SINCE.get(head.api_key, 0):
+            payload = _older_fencing_code(payload)
         return codec.encode_response(head, payload)
 
     def _unsupported(self, head: codec.RequestHead, peer: Any) -> bytes:
@@ -450,6 +455,17 @@ class KafkaServer:
         return {"throttle_time": 0, "error_code": codes[0] if len(codes) == 1 else ErrorCode.none,
                 "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
                             for m, c in zip(members, codes, strict=True)]}
+
+
+def _older_fencing_code(payload: Any) -> Any:
+    """``payload`` with PRODUCER_FENCED answered as INVALID_PRODUCER_EPOCH, everywhere in it."""
+    if isinstance(payload, dict):
+        return {k: _older_fencing_code(v) for k, v in payload.items()}
+    if isinstance(payload, list):
+        return [_older_fencing_code(v) for v in payload]
+    if payload is ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    return payload
 
 
 async def _run(server: KafkaServer, ready: Callable[[KafkaServer], None] | None) -> None:
