@@ -62,6 +62,15 @@ def response_class(api_key: int, version: int) -> type[Any]:
     return load_response_schema(api_key, version)
 
 
+def has_top_level_error(api_key: int, version: int) -> bool:
+    """Whether kio has the response of this key and version and it has an error code."""
+    try:
+        cls = response_class(api_key, version)
+    except Exception:  # kio's UnknownAPIKey / UnknownEntity
+        return False
+    return any(f.name == "error_code" for f in dataclasses.fields(cls))
+
+
 def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> tuple[RequestHead, Any]:
     """The header and body of a request whose key and version are ``supported``
     (``peek_head`` first to answer the others). Raises FrameError."""

@@ -189,11 +189,12 @@ class KafkaServer:
     def _unsupported(self, head: codec.RequestHead, peer: Any) -> bytes:
         if head.api_key == codec.API_VERSIONS_KEY:
             return codec.encode_api_versions_error(head.correlation_id, API_KEYS)
-        try:
+        if codec.has_top_level_error(head.api_key, head.api_version):
             return codec.encode_response(head, {"error_code": ErrorCode.unsupported_version})
-        except Exception:  # no schema to answer in (an unknown key): Kafka closes too
-            raise codec.FrameError(f"api key {head.api_key} version {head.api_version} is unknown "
-                                   f"(supported: {sorted(SUPPORTED)})") from None
+        # no schema to answer in (an unknown key or version), or no field for the error:
+        # the connection is closed, as Kafka does
+        raise codec.FrameError(f"api key {head.api_key} version {head.api_version} is not supported "
+                               f"(supported: {API_KEYS})")
 
     # -- handlers: cluster and topics ------------------------------------------------------
 
