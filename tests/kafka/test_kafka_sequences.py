@@ -50,8 +50,9 @@ class Client:
         return buf
 
     def produce(self, topic: str, batch: bytes, transactional_id: str | None = None):
+        data = [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]
         response = self.call(0, 9, {"transactional_id": transactional_id, "acks": -1, "timeout": 5000,
-                                    "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+                                    "topic_data": data})
         part = response.responses[0].partition_responses[0]
         return part.error_code, part.base_offset
 
