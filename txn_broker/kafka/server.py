@@ -143,7 +143,10 @@ class KafkaServer:
         if task is not None:
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
-        await self._serve_connection(reader, writer)
+        # a connection cancelled at shutdown ends quietly (asyncio's stream callback would
+        # log every cancelled connection task as an error)
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve_connection(reader, writer)
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
