@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 class Listener:
     """A running ``txn-broker serve --listen 127.0.0.1:0``."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "txn_broker.cli", "serve", "--listen", "127.0.0.1:0"],
+            [sys.executable, "-m", "txn_broker.cli", "serve", "--listen", "127.0.0.1:0", *args],
             cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=self._log,
             start_new_session=True)
         assert self.proc.stdout is not None

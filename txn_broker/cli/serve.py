@@ -18,26 +18,36 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "serve", parents=[common],
         help="listen for Kafka clients (Kafka's protocol) in front of this broker",
         description="Serve Kafka's protocol: Kafka clients produce (idempotent, transactional) and "
-                    "consume (read_committed) the broker's topics. Loopback addresses only: TLS and "
-                    "SASL are not implemented, so the listener refuses to be reachable from other hosts.")
+                    "consume (read_committed) the broker's topics. Without TLS or SASL the listener "
+                    "refuses any address but loopback, unless --insecure is given.")
     serve.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                        help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one)")
     serve.add_argument("--advertised-host", metavar="HOST",
                        help="host name given to clients in Metadata and FindCoordinator (default: the listen host)")
     serve.add_argument("--max-request-bytes", type=non_negative_int, default=100 * 1024 * 1024, metavar="N",
                        help="larger requests close their connection (default 104857600, Kafka's)")
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve TLS with this certificate chain (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    serve.add_argument("--sasl-users", metavar="FILE",
+                       help="require SASL (PLAIN or SCRAM-SHA-256) with these credentials: one user:password a line")
+    serve.add_argument("--insecure", action="store_true",
+                       help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
+                            "read, write and abort)")
     serve.set_defaults(handler=run_serve)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str, *, secured: bool = False, insecure: bool = False) -> tuple[str, int]:
+    """(host, port) of ``--listen``; a non-loopback host needs TLS or SASL (``secured``)
+    or ``insecure``."""
     host, sep, port_text = text.rpartition(":")
     if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
     host = host.strip("[]")
-    if not _loopback(host):
+    if not (secured or insecure or _loopback(host)):
         raise UsageError(
-            f"--listen {text!r} is not a loopback address: without TLS and SASL (not implemented yet) the "
-            "listener would accept anyone; listen on 127.0.0.1 or ::1")
+            f"--listen {text!r} is not a loopback address: without TLS (--tls-cert/--tls-key) or SASL "
+            "(--sasl-users) anyone who reaches it could read, write and abort; give one of them, or "
+            "--insecure, or listen on 127.0.0.1 or ::1")
     return host, int(port_text)
 
 
@@ -55,14 +65,20 @@ def _loopback(host: str) -> bool:
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> int:
     from ..kafka import serve
+    from ..kafka.security import SaslUsers, tls_context
 
-    host, port = parse_listen(args.listen)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together")
+    tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+    users = SaslUsers.from_file(args.sasl_users) if args.sasl_users else None
+    host, port = parse_listen(args.listen, secured=tls is not None or users is not None, insecure=args.insecure)
     broker = ctx.broker
 
     def ready(server: Any) -> None:
-        sys.stdout.write(f"listening on {server.host}:{server.port}\n")
+        sys.stdout.write(f"listening on {server.host}:{server.port}"
+                         f"{' (TLS)' if tls else ''}{' (SASL)' if users else ''}\n")
         sys.stdout.flush()
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
-          max_request_bytes=max(args.max_request_bytes, 8))
+          max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls)
     return 0

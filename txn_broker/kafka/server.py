@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from .backend import KafkaBackend
 from .errors import error_code, for_produce
 from .groups import GroupCoordinator
 from .recordbatch import RecordFormatError, decode_batches
+from .security import MECHANISMS, SaslSession, SaslUsers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +59,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     12: (0, 4),    # Heartbeat
     13: (0, 4),    # LeaveGroup
     14: (0, 5),    # SyncGroup
+    17: (1, 1),    # SaslHandshake (when SASL is configured)
     18: (0, 3),    # ApiVersions
     19: (2, 7),    # CreateTopics
     20: (1, 5),    # DeleteTopics
@@ -65,13 +68,16 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     25: (0, 3),    # AddOffsetsToTxn
     26: (0, 3),    # EndTxn
     28: (0, 3),    # TxnOffsetCommit
+    36: (0, 2),    # SaslAuthenticate (when SASL is configured)
     65: (0, 0),    # DescribeTransactions
     66: (0, 0),    # ListTransactions
 }
 #: the first version of each transactional API that may answer PRODUCER_FENCED (KIP-588);
 #: older versions get INVALID_PRODUCER_EPOCH, which their clients know, as from Kafka
 PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
-API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())]
+SASL_KEYS = (17, 36)
+#: what an unauthenticated connection may send when SASL is configured
+BEFORE_AUTHENTICATION = (18, *SASL_KEYS)
 
 
 class KafkaServer:
@@ -80,7 +86,7 @@ class KafkaServer:
     def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
-                 threads: int = 8) -> None:
+                 threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.backend = KafkaBackend(broker)
         self.host = host
         self.port = port
@@ -89,6 +95,11 @@ class KafkaServer:
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
         self.groups = GroupCoordinator()
+        self.sasl_users = sasl_users
+        self.tls = tls
+        self.supported = {k: v for k, v in SUPPORTED.items() if sasl_users is not None or k not in SASL_KEYS}
+        self.api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
+                         for k, (lo, hi) in sorted(self.supported.items())]
         self._pool = ThreadPoolExecutor(threads, "txn-broker-kafka")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -105,7 +116,8 @@ class KafkaServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**16)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**16, ssl=self.tls,
+                                                  ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.groups.start()
         log.info("Kafka protocol listener on %s:%d", self.host, self.port)
@@ -150,6 +162,7 @@ class KafkaServer:
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        session = SaslSession(self.sasl_users) if self.sasl_users is not None else None
         try:
             while True:
                 prefix = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
@@ -158,7 +171,7 @@ class KafkaServer:
                     log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, size, self.max_request_bytes)
                     return
                 frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
-                response = await self._dispatch(frame, peer)
+                response = await self._dispatch(frame, peer, session)
                 if response is None:
                     continue
                 writer.write(len(response).to_bytes(4, "big") + response)
@@ -176,12 +189,17 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _dispatch(self, frame: bytes, peer: Any) -> bytes | None:
+    async def _dispatch(self, frame: bytes, peer: Any, session: SaslSession | None = None) -> bytes | None:
         head = codec.peek_head(frame)
-        supported = SUPPORTED.get(head.api_key)
+        if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
+            raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too
+        supported = self.supported.get(head.api_key)
         if supported is None or not supported[0] <= head.api_version <= supported[1]:
             return self._unsupported(head, peer)
-        head, request = codec.decode_request(frame, SUPPORTED)
+        head, request = codec.decode_request(frame, self.supported)
+        if head.api_key in SASL_KEYS:
+            assert session is not None
+            return codec.encode_response(head, self._sasl(head, request, session))
         payload = await self._handlers[head.api_key](head, request)
         if payload is None:  # acks=0
             return None
@@ -191,18 +209,25 @@ class KafkaServer:
 
     def _unsupported(self, head: codec.RequestHead, peer: Any) -> bytes:
         if head.api_key == codec.API_VERSIONS_KEY:
-            return codec.encode_api_versions_error(head.correlation_id, API_KEYS)
+            return codec.encode_api_versions_error(head.correlation_id, self.api_keys)
         if codec.has_top_level_error(head.api_key, head.api_version):
             return codec.encode_response(head, {"error_code": ErrorCode.unsupported_version})
         # no schema to answer in (an unknown key or version), or no field for the error:
         # the connection is closed, as Kafka does
         raise codec.FrameError(f"api key {head.api_key} version {head.api_version} is not supported "
-                               f"(supported: {API_KEYS})")
+                               f"(supported: {self.api_keys})")
 
     # -- handlers: cluster and topics ------------------------------------------------------
 
     async def api_versions(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
-        return {"error_code": ErrorCode.none, "api_keys": API_KEYS, "throttle_time": 0}
+        return {"error_code": ErrorCode.none, "api_keys": self.api_keys, "throttle_time": 0}
+
+    @staticmethod
+    def _sasl(head: codec.RequestHead, req: Any, session: SaslSession) -> dict[str, Any]:
+        if head.api_key == 17:  # SaslHandshake
+            return {"error_code": session.handshake(req.mechanism), "mechanisms": list(MECHANISMS)}
+        code, message, token = session.authenticate(req.auth_bytes)
+        return {"error_code": code, "error_message": message, "auth_bytes": token, "session_lifetime": 0}
 
     def _broker_node(self) -> dict[str, Any]:
         return {"node_id": NODE_ID, "host": self.advertised_host, "port": self.port, "rack": None}
