@@ -23,7 +23,8 @@ class Listener:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "txn_broker.cli", "serve", "--listen", "127.0.0.1:0", *args],
+            [sys.executable, "-m", "txn_broker.cli", "serve", "--listen", "127.0.0.1:0", "--sweep-interval-ms", "500",
+             *args],
             cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=self._log,
             start_new_session=True)
         assert self.proc.stdout is not None

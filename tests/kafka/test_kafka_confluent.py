@@ -253,3 +253,26 @@ def test_subscribe_rebalances_between_two_consumers(kafka):
 
     wait_for(all_to_first, timeout=30, what="the remaining consumer owning every partition")
     first.close()
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(kafka, backend):
+    create(kafka, ("slow", 1))
+    hung = txn_producer(kafka, "hung", **{"transaction.timeout.ms": 4000})
+    hung.begin_transaction()
+    hung.produce("slow", value=b"never committed")
+    assert hung.flush(15) == 0
+    reader = consumer(kafka)
+    reader.assign([TopicPartition("slow", 0, 0)])
+
+    def last_stable_offset() -> int:
+        return reader.get_watermark_offsets(TopicPartition("slow", 0), timeout=10, cached=False)[1]
+
+    assert last_stable_offset() == 0  # held back by the open transaction
+    wait_for(lambda: last_stable_offset() == 1, timeout=20, what="the listener's sweep aborting the transaction")
+    with pytest.raises(KafkaException):
+        hung.commit_transaction(15)
+    assert read_all(reader, 0, settle=1.0) == []
+    broker = backend.connect()
+    assert broker.describe_transaction("hung").state == "CompleteAbort"
+    broker.close()
+    reader.close()

@@ -26,6 +26,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="host name given to clients in Metadata and FindCoordinator (default: the listen host)")
     serve.add_argument("--max-request-bytes", type=non_negative_int, default=100 * 1024 * 1024, metavar="N",
                        help="larger requests close their connection (default 104857600, Kafka's)")
+    serve.add_argument("--sweep-interval-ms", type=non_negative_int, default=5000, metavar="MS",
+                       help="abort transactions past their timeout and complete decided ones this often "
+                            "(default 5000; 0: never, leave it to `txn-broker transactions abort-expired`)")
     serve.add_argument("--tls-cert", metavar="FILE", help="serve TLS with this certificate chain (PEM)")
     serve.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
     serve.add_argument("--sasl-users", metavar="FILE",
@@ -80,5 +83,6 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
-          max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls)
+          max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
+          sweep_interval_s=args.sweep_interval_ms / 1000)
     return 0

@@ -43,6 +43,9 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 FRAME_TIMEOUT_S = 30.0
 #: a connection that sends nothing this long is closed (Kafka's connections.max.idle.ms)
 IDLE_TIMEOUT_S = 600.0
+#: how often the listener aborts transactions past their timeout and rolls prepared ones
+#: forward (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s)
+SWEEP_INTERVAL_S = 5.0
 #: the longest a Fetch waits for data (the request's max_wait is honoured up to this)
 MAX_FETCH_WAIT_S = 1.0
 
@@ -86,7 +89,8 @@ class KafkaServer:
     def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
-                 threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
+                 sweep_interval_s: float = SWEEP_INTERVAL_S) -> None:
         self.backend = KafkaBackend(broker)
         self.host = host
         self.port = port
@@ -96,6 +100,8 @@ class KafkaServer:
         self.frame_timeout_s = frame_timeout_s
         self.groups = GroupCoordinator()
         self.sasl_users = sasl_users
+        self.sweep_interval_s = sweep_interval_s
+        self._sweeper: asyncio.Task[None] | None = None
         self.tls = tls
         self.supported = {k: v for k, v in SUPPORTED.items() if sasl_users is not None or k not in SASL_KEYS}
         self.api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
@@ -120,6 +126,8 @@ class KafkaServer:
                                                   ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.groups.start()
+        if self.sweep_interval_s > 0:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         log.info("Kafka protocol listener on %s:%d", self.host, self.port)
 
     async def serve_forever(self) -> None:
@@ -134,7 +142,24 @@ class KafkaServer:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
         await self.groups.stop()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _sweep(self) -> None:
+        """The coordinator's timers, as Kafka's coordinator runs them: a transaction open
+        longer than its timeout is aborted (its producer fenced), a decided one completed."""
+        broker = self.backend.broker
+        while True:
+            await asyncio.sleep(self.sweep_interval_s)
+            try:
+                for action in await self._call(broker.abort_expired_transactions):
+                    log.info("aborted transaction %s of %r: past its timeout", action.txn_id, action.transactional_id)
+                await self._call(broker.complete_prepared_transactions)
+            except TxnBrokerError as error:
+                log.warning("transaction sweep failed (retried in %.0f s): %s", self.sweep_interval_s, error)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, partial(fn, *args))
