@@ -57,6 +57,13 @@ MAX_EPOCH = 32767
 
 
 @dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class TopicInfo:
     name: str
     partitions: int
@@ -89,6 +96,30 @@ class KafkaBackend:
         self._cache = SegmentCache(broker.store, max_bytes=128 * 1024 * 1024)
         #: producer id of the writes of non-idempotent clients (acks without a producer id)
         self._anonymous_pid: int | None = None
+
+    # -- the listeners of the cluster -------------------------------------------------------
+
+    def register_listener(self, host: str, port: int) -> int:
+        """This listener's node id (the same for the same address across restarts)."""
+        last: TxnBrokerError | None = None
+        for _attempt in range(5):  # two listeners starting at once may pick the same next id
+            try:
+                return int(self.broker.db.run(lambda tx: tx.scalar("register_kafka_listener", host=host, port=port)))
+            except TxnBrokerError as error:
+                last = error
+                time.sleep(0.05)
+        assert last is not None
+        raise last
+
+    def listener_heartbeat(self, node_id: int) -> None:
+        self.broker.db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
+
+    def live_listeners(self, max_age_ms: int) -> list[Node]:
+        rows = self.broker.db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
+        return [Node(int(r.node_id), str(r.host), int(r.port)) for r in rows]
+
+    def unregister_listener(self, node_id: int) -> None:
+        self.broker.db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))
 
     # -- topics ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import logging
 import signal
 import ssl
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -26,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from ..broker import Broker
 from ..errors import TxnBrokerError
 from . import codec
-from .backend import KafkaBackend
+from .backend import KafkaBackend, Node
 from .errors import error_code, for_produce
 from .groups import GroupCoordinator
 from .recordbatch import RecordFormatError, decode_batches
@@ -35,8 +36,10 @@ from .security import MECHANISMS, SaslSession, SaslUsers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-NODE_ID = 0
 CLUSTER_ID = "txn-broker"
+#: listeners record a heartbeat this often; one silent for LISTENER_EXPIRY_MS is taken as down
+HEARTBEAT_S = 2.0
+LISTENER_EXPIRY_MS = 6000
 #: Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 #: a request's bytes must arrive within this long once its length was read
@@ -101,6 +104,9 @@ class KafkaServer:
         self.groups = GroupCoordinator()
         self.sasl_users = sasl_users
         self.sweep_interval_s = sweep_interval_s
+        self.node_id = 0
+        self.nodes: list[Node] = []
+        self._heartbeat: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.tls = tls
         self.supported = {k: v for k, v in SUPPORTED.items() if sasl_users is not None or k not in SASL_KEYS}
@@ -125,6 +131,9 @@ class KafkaServer:
         self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**16, ssl=self.tls,
                                                   ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
+        self.node_id = await self._call(self.backend.register_listener, self.advertised_host, self.port)
+        self.nodes = await self._call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.groups.start()
         if self.sweep_interval_s > 0:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
@@ -142,11 +151,44 @@ class KafkaServer:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
         await self.groups.stop()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+        for timer in (self._sweeper, self._heartbeat):
+            if timer is not None:
+                timer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await timer
+        with contextlib.suppress(TxnBrokerError):
+            await self._call(self.backend.unregister_listener, self.node_id)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _beat(self) -> None:
+        """Heartbeat this listener and learn which others are up."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                await self._call(self.backend.listener_heartbeat, self.node_id)
+                self.nodes = await self._call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+            except TxnBrokerError as error:
+                log.warning("listener heartbeat failed: %s", error)
+
+    def _live(self) -> list[Node]:
+        """The live listeners, this one always among them, by node id."""
+        nodes = {n.node_id: n for n in self.nodes}
+        nodes[self.node_id] = Node(self.node_id, self.advertised_host, self.port)
+        return [nodes[k] for k in sorted(nodes)]
+
+    def _node_for(self, key: str) -> Node:
+        """The listener that owns ``key`` (a group, or a topic partition), stable while the
+        set of live listeners is."""
+        nodes = self._live()
+        return nodes[zlib.crc32(key.encode("utf-8")) % len(nodes)]
+
+    def _leader(self, topic: str, partition: int) -> int:
+        """The listener named leader of a partition: round robin from a topic's hash."""
+        nodes = self._live()
+        return nodes[(zlib.crc32(topic.encode("utf-8")) + partition) % len(nodes)].node_id
+
+    def _not_coordinator(self, group_id: str) -> bool:
+        return self._node_for(f"group:{group_id}").node_id != self.node_id
 
     async def _sweep(self) -> None:
         """The coordinator's timers, as Kafka's coordinator runs them: a transaction open
@@ -254,8 +296,9 @@ class KafkaServer:
         code, message, token = session.authenticate(req.auth_bytes)
         return {"error_code": code, "error_message": message, "auth_bytes": token, "session_lifetime": 0}
 
-    def _broker_node(self) -> dict[str, Any]:
-        return {"node_id": NODE_ID, "host": self.advertised_host, "port": self.port, "rack": None}
+    @staticmethod
+    def _node(node: Node) -> dict[str, Any]:
+        return {"node_id": node.node_id, "host": node.host, "port": node.port, "rack": None}
 
     async def metadata(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
         wanted = None if req.topics is None or (head.api_version == 0 and not req.topics) else \
@@ -270,19 +313,30 @@ class KafkaServer:
                 info, code = await self._try(self.backend.topic, name)
                 found.append((name, info, code))
         for name, info, code in found:
+            # every listener serves every partition (the data is shared); leaders are spread
             partitions = [] if info is None else [
-                {"error_code": 0, "partition_index": p, "leader_id": NODE_ID, "leader_epoch": 0,
-                 "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID], "offline_replicas": []}
-                for p in range(info.partitions)]
+                {"error_code": 0, "partition_index": p, "leader_id": leader, "leader_epoch": 0,
+                 "replica_nodes": [leader], "isr_nodes": [leader], "offline_replicas": []}
+                for p in range(info.partitions)
+                for leader in [self._leader(name, p)]]
             topics.append({"error_code": code, "name": name, "is_internal": False, "partitions": partitions,
                            "topic_authorized_operations": -2147483648})
-        return {"throttle_time": 0, "brokers": [self._broker_node()], "cluster_id": CLUSTER_ID,
-                "controller_id": NODE_ID, "topics": topics, "cluster_authorized_operations": -2147483648}
+        fresh, _ = await self._try(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+        if fresh is not None:
+            self.nodes = fresh
+        nodes = self._live()
+        return {"throttle_time": 0, "brokers": [self._node(n) for n in nodes], "cluster_id": CLUSTER_ID,
+                "controller_id": nodes[0].node_id, "topics": topics, "cluster_authorized_operations": -2147483648}
 
     async def find_coordinator(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
-        node = self._broker_node()
+        # a group's membership lives in one listener; any listener coordinates transactions
+        key_type = int(getattr(req, "key_type", 0))
+        node = self._node(self._node_for(f"group:{req.key}") if key_type == 0 else self._live_self())
         return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
                 "node_id": node["node_id"], "host": node["host"], "port": node["port"]}
+
+    def _live_self(self) -> Node:
+        return Node(self.node_id, self.advertised_host, self.port)
 
     async def create_topics(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
         results = []
@@ -463,6 +517,8 @@ class KafkaServer:
     async def offset_commit(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
         generation = int(getattr(req, "generation_id_or_member_epoch", -1))
         group_code = self.groups.check_member(req.group_id, req.member_id, generation)
+        if generation >= 0 and self._not_coordinator(req.group_id):
+            group_code = ErrorCode.not_coordinator
         offsets = {(t.name, int(p.partition_index)): int(p.committed_offset) for t in req.topics for p in t.partitions}
         code = group_code
         if code == ErrorCode.none and offsets:
@@ -493,17 +549,31 @@ class KafkaServer:
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
+    #: a group request at a listener that is not the group's coordinator
+    _NOT_COORDINATOR: dict[str, Any] = {
+        "throttle_time": 0, "error_code": ErrorCode.not_coordinator, "generation_id": -1,
+        "protocol_type": None, "protocol_name": None, "leader": "", "member_id": "", "members": [],
+        "assignment": b""}
+
     async def join_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        if self._not_coordinator(req.group_id):
+            return self._NOT_COORDINATOR
         return await self.groups.join(req, head.api_version)
 
     async def sync_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        if self._not_coordinator(req.group_id):
+            return self._NOT_COORDINATOR
         return await self.groups.sync(req)
 
     async def heartbeat(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        if self._not_coordinator(req.group_id):
+            return self._NOT_COORDINATOR
         return {"throttle_time": 0,
                 "error_code": self.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id))}
 
     async def leave_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        if self._not_coordinator(req.group_id):
+            return self._NOT_COORDINATOR
         members = [m.member_id for m in req.members] if hasattr(req, "members") else [req.member_id]
         codes = [self.groups.leave(req.group_id, m) for m in members]
         return {"throttle_time": 0, "error_code": codes[0] if len(codes) == 1 else ErrorCode.none,
