@@ -245,6 +245,11 @@ def test_subscribe_rebalances_between_two_consumers(kafka):
     wait_for(split, timeout=30, what="two consumers with two partitions each")
     mine = {tp.partition for tp in first.assignment()} | {tp.partition for tp in second.assignment()}
     assert mine == {0, 1, 2, 3}
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # ListGroups, DescribeGroups
+    assert "sub" in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+    described = admin.describe_consumer_groups(["sub"])["sub"].result(10)
+    assert len(described.members) == 2
+    assert sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions) == [0, 1, 2, 3]
     second.close()  # LeaveGroup: the first takes all four partitions again
 
     def all_to_first() -> bool:

@@ -178,9 +178,8 @@ def test_listener_survives_a_flood_of_bad_and_half_open_connections(kafka):
     assert "Traceback" not in kafka.log()  # each bad connection was refused as such, not by accident
 
 
-@pytest.mark.parametrize("listen", ["0.0.0.0:9092", "192.0.2.1:9092", "localhost", ":9092"])
-def test_serve_refuses_non_loopback_addresses(listen, tmp_path):
-    run = subprocess.run([sys.executable, "-m", "txn_broker.cli", "serve", "--listen", listen],
+def test_serve_refuses_non_loopback_addresses(tmp_path):  # the rule itself: test_kafka_security.py
+    run = subprocess.run([sys.executable, "-m", "txn_broker.cli", "serve", "--listen", "0.0.0.0:9092"],
                          capture_output=True, text=True, timeout=60,
                          env={"TXN_BROKER_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert run.returncode == 2, run.stderr

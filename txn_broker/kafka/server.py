@@ -65,6 +65,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     12: (0, 4),    # Heartbeat
     13: (0, 4),    # LeaveGroup
     14: (0, 5),    # SyncGroup
+    15: (0, 5),    # DescribeGroups
+    16: (0, 4),    # ListGroups
     17: (1, 1),    # SaslHandshake (when SASL is configured)
     18: (0, 3),    # ApiVersions
     19: (2, 7),    # CreateTopics
@@ -119,6 +121,7 @@ class KafkaServer:
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            15: self.describe_groups, 16: self.list_groups,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
             22: self.init_producer_id, 24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn,
             26: self.end_txn, 28: self.txn_offset_commit, 65: self.describe_transactions,
@@ -570,6 +573,38 @@ class KafkaServer:
             return self._NOT_COORDINATOR
         return {"throttle_time": 0,
                 "error_code": self.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id))}
+
+    async def list_groups(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        """The groups with members in this listener, and those with committed offsets only."""
+        states = set(getattr(req, "states_filter", ()) or ())
+        listed = {g.group_id: (g.protocol_type or "consumer", g.state) for g in self.groups.groups.values()
+                  if g.members}
+        committed, code = await self._try(self.backend.broker.list_groups)
+        for group_id in committed or ():
+            listed.setdefault(group_id, ("consumer", "Empty"))
+        return {"throttle_time": 0, "error_code": code, "groups": [
+            {"group_id": g, "protocol_type": t, "group_state": st} for g, (t, st) in sorted(listed.items())
+            if not states or st in states]}
+
+    async def describe_groups(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
+        out = []
+        for group_id in req.groups:
+            if self._not_coordinator(group_id):
+                out.append({"error_code": ErrorCode.not_coordinator, "group_id": group_id, "group_state": "",
+                            "protocol_type": "", "protocol_data": "", "members": [],
+                            "authorized_operations": -2147483648})
+                continue
+            group = self.groups.groups.get(group_id)
+            members = [] if group is None else [
+                {"member_id": m.member_id, "group_instance_id": None, "client_id": "", "client_host": "",
+                 "member_metadata": dict(m.protocols).get(group.protocol or "", b""),
+                 "member_assignment": m.assignment} for m in group.members.values()]
+            out.append({"error_code": ErrorCode.none, "group_id": group_id,
+                        "group_state": group.state if group is not None and group.members else "Empty",
+                        "protocol_type": (group.protocol_type if group is not None else None) or "consumer",
+                        "protocol_data": (group.protocol if group is not None else None) or "",
+                        "members": members, "authorized_operations": -2147483648})
+        return {"throttle_time": 0, "groups": out}
 
     async def leave_group(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
         if self._not_coordinator(req.group_id):
