@@ -39,6 +39,7 @@ from ..errors import (
     SchemaMismatchError,
     StorageUnavailableError,
     TxnBrokerError,
+    UnknownGroupError,
 )
 from ..fetch import READ_COMMITTED, READ_UNCOMMITTED, SegmentCache, plan_fetch, read_rows
 from ..models import TopicPartition
@@ -403,6 +404,24 @@ class KafkaBackend:
         """Committed offsets, -1 where the group has none."""
         got = self.broker.committed_offsets(group_id, [TopicPartition(t, p) for t, p in partitions])
         return {(tp.topic, tp.partition): (-1 if o is None else o) for tp, o in got.items()}
+
+    def group_partitions(self, group_id: str) -> list[tuple[str, int]]:
+        """The partitions ``group_id`` has committed offsets for (none: an empty list)."""
+        try:
+            described = self.broker.describe_group(group_id)
+        except UnknownGroupError:
+            return []
+        return [(p.topic, p.partition) for p in described.partitions]
+
+    def groups_with_offsets(self) -> list[str]:
+        return self.broker.list_groups()
+
+    def sweep_transactions(self) -> list[tuple[str, int | None]]:
+        """Abort transactions past their timeout (fencing their producers) and complete
+        decided ones: (transactional id, transaction id) of each abort."""
+        aborted = self.broker.abort_expired_transactions()
+        self.broker.complete_prepared_transactions()
+        return [(a.transactional_id, a.txn_id) for a in aborted]
 
     def pending_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
         """Partitions of ``group_id`` with offsets staged by an open transaction

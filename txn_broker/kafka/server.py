@@ -196,13 +196,11 @@ class KafkaServer:
     async def _sweep(self) -> None:
         """The coordinator's timers, as Kafka's coordinator runs them: a transaction open
         longer than its timeout is aborted (its producer fenced), a decided one completed."""
-        broker = self.backend.broker
         while True:
             await asyncio.sleep(self.sweep_interval_s)
             try:
-                for action in await self._call(broker.abort_expired_transactions):
-                    log.info("aborted transaction %s of %r: past its timeout", action.txn_id, action.transactional_id)
-                await self._call(broker.complete_prepared_transactions)
+                for tid, txn_id in await self._call(self.backend.sweep_transactions):
+                    log.info("aborted transaction %s of %r: past its timeout", txn_id, tid)
             except TxnBrokerError as error:
                 log.warning("transaction sweep failed (retried in %.0f s): %s", self.sweep_interval_s, error)
 
@@ -532,10 +530,8 @@ class KafkaServer:
 
     async def offset_fetch(self, head: codec.RequestHead, req: Any) -> dict[str, Any]:
         if req.topics is None:  # every partition the group has offsets for
-            wanted: list[tuple[str, int]] = []
-            described, _ = await self._try(self.backend.broker.describe_group, req.group_id)
-            if described is not None:
-                wanted = [(p.topic, p.partition) for p in described.partitions]
+            found, _ = await self._try(self.backend.group_partitions, req.group_id)
+            wanted: list[tuple[str, int]] = found or []
         else:
             wanted = [(t.name, int(p)) for t in req.topics for p in t.partition_indexes]
         got, code = await self._try(self.backend.committed, req.group_id, wanted)
@@ -579,7 +575,7 @@ class KafkaServer:
         states = set(getattr(req, "states_filter", ()) or ())
         listed = {g.group_id: (g.protocol_type or "consumer", g.state) for g in self.groups.groups.values()
                   if g.members}
-        committed, code = await self._try(self.backend.broker.list_groups)
+        committed, code = await self._try(self.backend.groups_with_offsets)
         for group_id in committed or ():
             listed.setdefault(group_id, ("consumer", "Empty"))
         return {"throttle_time": 0, "error_code": code, "groups": [
