@@ -100,7 +100,7 @@ WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :pa
 -- The segment an earlier attempt of a retried append stored
 SELECT base_offset, record_count, object_key FROM segments
 WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :partition_no
-  AND base_sequence = :base_sequence;
+  AND base_sequence = :base_sequence AND producer_epoch = :producer_epoch;
 
 -- allocate_offsets --
 -- Assign offsets to a batch: moves the high watermark and locks the partition row
@@ -555,3 +555,24 @@ SET first_offset = COALESCE(txn_partitions.first_offset, excluded.first_offset),
     record_count = txn_partitions.record_count + excluded.record_count,
     size_bytes = txn_partitions.size_bytes + excluded.size_bytes
 WHERE txn_partitions.marker IS NULL;
+
+-- register_kafka_listener --
+-- A Kafka-protocol listener starts: the node id of its address (kept across restarts), or the next one
+INSERT INTO kafka_listeners (node_id, host, port, heartbeat_ms, started_ms)
+SELECT COALESCE(MAX(node_id), -1) + 1, :host, :port, {now_ms}, {now_ms} FROM kafka_listeners WHERE 1 = 1
+ON CONFLICT (host, port) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms, started_ms = excluded.started_ms
+RETURNING node_id;
+
+-- kafka_listener_heartbeat --
+-- A listener is still up
+UPDATE kafka_listeners SET heartbeat_ms = {now_ms} WHERE node_id = :node_id;
+
+-- live_kafka_listeners --
+-- The listeners whose last heartbeat is recent
+SELECT node_id, host, port FROM kafka_listeners
+WHERE heartbeat_ms >= {now_ms} - :max_age_ms
+ORDER BY node_id;
+
+-- delete_kafka_listener --
+-- A listener stops
+DELETE FROM kafka_listeners WHERE node_id = :node_id;

@@ -59,7 +59,8 @@ BEGIN
         ('txn_partitions',    'SELECT, INSERT, UPDATE'),
         ('txn_offsets',       'SELECT, INSERT, UPDATE'),
         ('group_offsets',     'SELECT, INSERT, UPDATE'),
-        ('object_deletions',  'SELECT, INSERT, DELETE')
+        ('object_deletions',  'SELECT, INSERT, DELETE'),
+        ('kafka_listeners',   'SELECT, INSERT, UPDATE, DELETE')
     ) AS v(table_name, privileges)
     LOOP
         IF to_regclass(format('public.%I', g.table_name)) IS NOT NULL THEN

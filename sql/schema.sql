@@ -174,6 +174,16 @@ CREATE TABLE object_deletions (
 );
 CREATE INDEX object_deletions_by_age ON object_deletions (requested_ms);
 
+-- The Kafka-protocol listeners that are up (txn-broker serve), with their heartbeats
+CREATE TABLE kafka_listeners (
+    node_id       INTEGER PRIMARY KEY,
+    host          TEXT NOT NULL,
+    port          INTEGER NOT NULL,
+    heartbeat_ms  BIGINT NOT NULL,
+    started_ms    BIGINT NOT NULL,
+    UNIQUE (host, port)
+);
+
 -- Transaction ids on PostgreSQL: nextval takes no row lock, so concurrent transaction
 -- starts do not queue on a counter row.
 -- only on postgresql

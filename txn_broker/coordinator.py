@@ -95,6 +95,10 @@ class SegmentWrite:
     object_key: str
     base_sequence: int
     max_timestamp_ms: int
+    #: the sequence number of the segment's last record, for writers that number records
+    #: (Kafka's protocol: a batch of n records holds base_sequence .. base_sequence + n - 1).
+    #: None: the segment takes one sequence number (the Python producer numbers segments).
+    last_sequence: int | None = None
 
 
 @dataclass(frozen=True)
@@ -416,8 +420,14 @@ class Coordinator:
             expected = 0
         else:
             if w.base_sequence <= state.last_sequence:
-                stored = tx.one("segment_by_sequence", base_sequence=w.base_sequence, **key)
-                if stored is not None and stored.object_key != w.object_key:
+                stored = tx.one("segment_by_sequence", base_sequence=w.base_sequence,
+                                producer_epoch=ident.epoch, **key)
+                # numbered by record, a retry is a new object holding the same records: the
+                # same first sequence and count is the same batch (as Kafka decides)
+                same_batch = stored is not None and (
+                    stored.object_key == w.object_key
+                    or (w.last_sequence is not None and stored.record_count == w.record_count))
+                if (stored is not None or w.last_sequence is not None) and not same_batch:
                     raise OutOfOrderSequenceError(
                         f"sequence {w.base_sequence} on {w.topic}-{w.partition} of producer id "
                         f"{ident.producer_id} was used by another batch; expected "
@@ -434,7 +444,11 @@ class Coordinator:
                 f"out of order sequence on {w.topic}-{w.partition} from producer id "
                 f"{ident.producer_id}: got {w.base_sequence}, expected {expected}"
             )
-        tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=w.base_sequence)
+        last = w.base_sequence if w.last_sequence is None else w.last_sequence
+        if last < w.base_sequence:
+            raise OutOfOrderSequenceError(
+                f"batch on {w.topic}-{w.partition} ends at sequence {last}, before its first {w.base_sequence}")
+        tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=last)
         return self._insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence)
 
     def _insert_segment(

@@ -120,7 +120,7 @@ def test_migration_0003_continues_transaction_ids_where_the_counter_stopped(pg_s
             conn.execute(sa.text("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, "
                                  "applied_ms BIGINT NOT NULL)"))
             conn.execute(sa.text("INSERT INTO schema_migrations VALUES ('0001_initial', 0), ('0002_gc', 0)"))
-        assert upgrade(url) == ["0003_txn_id_sequence"]
+        assert upgrade(url)[0] == "0003_txn_id_sequence"  # then any later migration
         db = Database(url)
         try:
             assert db.run(lambda tx: tx.scalar("next_txn_id")) == 42

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from ..errors import InvalidInputError, TxnBrokerError
-from . import consume, groups, maintenance, produce, topics, transactions
+from . import consume, groups, maintenance, produce, serve, topics, transactions
 from .common import Context, UsageError, redact
 
 PROG = "txn-broker"
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.register(commands, common)
     transactions.register(commands, common)
     maintenance.register(commands, common)
+    serve.register(commands, common)
     return parser
 
 

@@ -1,0 +1,88 @@
+"""Idempotent produce through the listener, request by request (kio builds the frames), on
+both backends: sequences count records, a retried batch is answered with its original
+offsets, a batch below the next sequence or leaving a gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
+a stale epoch INVALID_PRODUCER_EPOCH, and a transactional batch without AddPartitionsToTxn
+INVALID_TXN_STATE. Nothing refused is written."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.serial import entity_reader, entity_writer
+
+from txn_broker.kafka import codec
+from txn_broker.kafka.recordbatch import TRANSACTIONAL, Record, encode_batch
+
+pytestmark = pytest.mark.integration
+
+
+class Client:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        self.correlation = 0
+
+    def call(self, api_key: int, version: int, body: dict):
+        self.correlation += 1
+        request_cls = codec.request_class(api_key, version)
+        out = io.BytesIO()
+        entity_writer(RequestHeader)(out, RequestHeader(request_api_key=api_key, request_api_version=version,
+                                                        correlation_id=self.correlation, client_id="t"))
+        entity_writer(request_cls)(out, codec.build(request_cls, body))
+        data = out.getvalue()
+        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        size = struct.unpack(">i", self._read(4))[0]
+        frame = self._read(size)
+        assert struct.unpack(">i", frame[:4])[0] == self.correlation
+        response, _ = entity_reader(codec.response_class(api_key, version))(frame, 5)  # header v1: id + tags
+        return response
+
+    def _read(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            assert chunk, "connection closed"
+            buf += chunk
+        return buf
+
+    def produce(self, topic: str, batch: bytes, transactional_id: str | None = None):
+        data = [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]
+        response = self.call(0, 9, {"transactional_id": transactional_id, "acks": -1, "timeout": 5000,
+                                    "topic_data": data})
+        part = response.responses[0].partition_responses[0]
+        return part.error_code, part.base_offset
+
+
+def batch(pid: int, epoch: int, seq: int, n: int, attributes: int = 0) -> bytes:
+    records = [Record(i, 1_700_000_000_000, None, b"%d" % (seq + i)) for i in range(n)]
+    return encode_batch(0, records, producer_id=pid, producer_epoch=epoch, base_sequence=seq, attributes=attributes)
+
+
+def test_sequences_through_the_listener(kafka, backend):
+    client = Client(kafka.port)
+    created = client.call(19, 5, {"topics": [{"name": "seq", "num_partitions": 1, "replication_factor": 1,
+                                              "assignments": [], "configs": []}], "timeout": 5000})
+    assert created.topics[0].error_code == ErrorCode.none
+    init = client.call(22, 4, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+                               "producer_epoch": -1})
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert client.produce("seq", batch(pid, epoch, 0, 5)) == (ErrorCode.none, 0)
+    assert client.produce("seq", batch(pid, epoch, 5, 3)) == (ErrorCode.none, 5)
+    assert client.produce("seq", batch(pid, epoch, 0, 5)) == (ErrorCode.none, 0)  # a retry: original offsets
+    assert client.produce("seq", batch(pid, epoch, 2, 3))[0] == ErrorCode.out_of_order_sequence_number
+    assert client.produce("seq", batch(pid, epoch, 9, 1))[0] == ErrorCode.out_of_order_sequence_number
+    assert client.produce("seq", batch(pid, epoch + 1, 0, 2)) == (ErrorCode.none, 8)  # a new epoch restarts
+    assert client.produce("seq", batch(pid, epoch, 8, 1))[0] == ErrorCode.invalid_producer_epoch
+    # a transactional batch before AddPartitionsToTxn
+    txn = client.call(22, 4, {"transactional_id": "seq-tx", "transaction_timeout": 60000, "producer_id": -1,
+                              "producer_epoch": -1})
+    code, _ = client.produce("seq", batch(txn.producer_id, txn.producer_epoch, 0, 1, TRANSACTIONAL), "seq-tx")
+    assert code == ErrorCode.invalid_txn_state
+    broker = backend.connect()
+    assert broker.describe_topic("seq").partitions[0].high_watermark == 10
+    broker.close()
+    client.sock.close()

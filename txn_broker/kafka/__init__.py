@@ -1,0 +1,12 @@
+"""A Kafka-protocol listener in front of the broker (``txn-broker serve``): Kafka clients
+(librdkafka / confluent-kafka, aiokafka, ...) produce transactionally and read
+``read_committed`` from the broker's topics. See docs/kafka-protocol.md.
+
+``backend`` is the only module that calls the broker's internals; the others speak the
+protocol (message schemas from ``kio``, generated from Kafka's JSON definitions)."""
+
+from __future__ import annotations
+
+from .server import SUPPORTED, KafkaServer, serve
+
+__all__ = ["SUPPORTED", "KafkaServer", "serve"]

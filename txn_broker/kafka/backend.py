@@ -1,0 +1,459 @@
+"""The one place where Kafka's protocol meets the broker: every call into the broker's
+internals (topics, coordinator, segments, group offsets) is made here, in the broker's
+own terms; the handlers speak only protocol and call these methods (from worker threads:
+each one blocks on the database or the object store).
+
+Semantics are the broker's, unchanged: a produced batch becomes one segment registered
+with the coordinator's fencing and sequence checks (sequences numbered per record, as
+Kafka's are), a transactional produce joins the transaction open for its transactional id,
+and fetches read the same segments and visibility as the Python consumer.
+
+Records (docs/kafka-protocol.md): a topic of Kafka's record shape (the default schema:
+key, value, headers) stores each record as it is. A topic with a user schema stores each
+record's value, a JSON object, as one row validated against the schema (a bad value fails
+the batch with INVALID_RECORD, nothing written); it is read back as that row in JSON, with
+the ``key`` column, if the schema has one, as the record key.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..broker import Broker
+from ..coordinator import ProducerIdentity, SegmentWrite, TransactionHandle
+from ..errors import (
+    InvalidConfigError,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    SchemaMismatchError,
+    StorageUnavailableError,
+    TxnBrokerError,
+    UnknownGroupError,
+)
+from ..fetch import READ_COMMITTED, READ_UNCOMMITTED, SegmentCache, plan_fetch, read_rows
+from ..models import TopicPartition
+from ..names import validate_partition
+from ..records import DEFAULT_SCHEMA, TIMESTAMP_TYPE, check_record_sizes, encode_segment, to_table
+from ..retry import retrying
+from ..states import TxnState
+from ..topics import TOPIC_CONFIGS, TopicMeta
+from .recordbatch import Batch, Record, control_batch, encode_batch
+
+log = logging.getLogger(__name__)
+
+#: records per batch in a fetch response
+FETCH_BATCH_RECORDS = 500
+MAX_EPOCH = 32767
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    base_offset: int
+    log_start_offset: int
+    duplicate: bool
+
+
+def _isolation(level: int) -> str:
+    return READ_COMMITTED if level == 1 else READ_UNCOMMITTED
+
+
+class KafkaBackend:
+    """The broker as Kafka's protocol sees it."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._cache = SegmentCache(broker.store, max_bytes=128 * 1024 * 1024)
+        #: producer id of the writes of non-idempotent clients (acks without a producer id)
+        self._anonymous_pid: int | None = None
+
+    # -- the listeners of the cluster -------------------------------------------------------
+
+    def register_listener(self, host: str, port: int) -> int:
+        """This listener's node id (the same for the same address across restarts)."""
+        last: TxnBrokerError | None = None
+        for _attempt in range(5):  # two listeners starting at once may pick the same next id
+            try:
+                return int(self.broker.db.run(lambda tx: tx.scalar("register_kafka_listener", host=host, port=port)))
+            except TxnBrokerError as error:
+                last = error
+                time.sleep(0.05)
+        assert last is not None
+        raise last
+
+    def listener_heartbeat(self, node_id: int) -> None:
+        self.broker.db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
+
+    def live_listeners(self, max_age_ms: int) -> list[Node]:
+        rows = self.broker.db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
+        return [Node(int(r.node_id), str(r.host), int(r.port)) for r in rows]
+
+    def unregister_listener(self, node_id: int) -> None:
+        self.broker.db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicInfo:
+        meta = self.broker.topics.get(name, refresh=True)
+        return TopicInfo(meta.name, meta.partition_count)
+
+    def list_topics(self) -> list[TopicInfo]:
+        out = []
+        for name in self.broker.list_topics():
+            try:
+                out.append(self.topic(name))
+            except TxnBrokerError:  # deleted meanwhile
+                continue
+        return out
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
+                     validate_only: bool = False) -> TopicInfo:
+        unknown = sorted(set(configs) - set(TOPIC_CONFIGS))
+        if unknown:
+            raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
+        partitions = 1 if partitions == -1 else partitions
+        config = {k: v for k, v in configs.items() if v is not None}
+        if validate_only:
+            from ..names import validate_topic_name
+            from ..topics import validate_config
+
+            validate_topic_name(name)
+            validate_config(config, self.broker.settings)
+            return TopicInfo(name, partitions)
+        description = self.broker.create_topic(name, partitions, None, config)
+        return TopicInfo(description.name, len(description.partitions))
+
+    def delete_topic(self, name: str) -> None:
+        self.broker.delete_topic(name)
+
+    def _meta(self, topic: str, partition: int) -> TopicMeta:
+        meta = self.broker.topics.get(topic)
+        validate_partition(partition, meta.partition_count, topic)
+        return meta
+
+    # -- produce ---------------------------------------------------------------------------
+
+    def produce(self, topic: str, partition: int, batch: Batch, transactional_id: str | None) -> ProduceResult:
+        """Store one record batch as one segment. Raises the broker's errors (fenced,
+        sequence, schema: nothing written)."""
+        meta = self._meta(topic, partition)
+        if not batch.records:
+            raise SchemaMismatchError("a record batch without records")
+        table = self._to_table(meta, batch)
+        check_record_sizes(table.drop_columns(["_timestamp"]), meta.max_message_bytes, topic)
+        idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
+        if batch.transactional:
+            if not transactional_id:
+                raise InvalidTxnStateError("a transactional batch needs the request's transactional id")
+            ident = ProducerIdentity(transactional_id, batch.producer_id, batch.producer_epoch)
+            txn_id = self._open_transaction(ident)
+        else:
+            ident = ProducerIdentity(None, batch.producer_id if idempotent else self._anonymous(),
+                                     max(batch.producer_epoch, 0) if idempotent else 0)
+            txn_id = None
+        n = len(batch.records)
+        payload = encode_segment(table, meta.compression)
+        ts = table.column("_timestamp").cast(pa.int64())
+        write = SegmentWrite(
+            topic_id=meta.topic_id, topic=meta.name, partition=partition, record_count=n,
+            size_bytes=len(payload),
+            object_key=(f"topics/{meta.topic_id}/{partition}/{ident.producer_id}-{ident.epoch}-"
+                        f"k{batch.base_sequence}-{uuid.uuid4().hex[:12]}.arrow"),
+            base_sequence=batch.base_sequence if idempotent else -1,
+            max_timestamp_ms=max(ts.to_pylist()),
+            last_sequence=batch.base_sequence + n - 1 if idempotent else None,
+        )
+        store = self.broker.store
+        retrying(lambda: store.put(write.object_key, payload))
+        try:
+            if idempotent:
+                results = retrying(lambda: self.broker.coordinator.append(ident, txn_id, [write]))
+            else:
+                handle = TransactionHandle(None, ident.producer_id, ident.epoch, None)
+                results = retrying(lambda: self.broker.coordinator.register_uploaded(handle, [write]))
+        except TxnBrokerError:
+            self._forget(write.object_key)
+            raise
+        result = results[0]
+        if result.duplicate:
+            self._forget(write.object_key)  # the batch was stored by an earlier attempt
+        offsets = self.broker.beginning_offsets([TopicPartition(topic, partition)])
+        return ProduceResult(result.base_offset, offsets[TopicPartition(topic, partition)], result.duplicate)
+
+    def _forget(self, key: str) -> None:
+        try:
+            self.broker.store.delete([key])
+        except StorageUnavailableError as error:  # an orphan: gc removes it
+            log.warning("could not delete unregistered object %s: %s", key, error)
+
+    def _anonymous(self) -> int:
+        if self._anonymous_pid is None:
+            self._anonymous_pid = self.broker.coordinator.allocate_producer_id()
+        return self._anonymous_pid
+
+    def _open_transaction(self, ident: ProducerIdentity) -> int:
+        """The transaction this producer instance has open (KIP-890: a transactional
+        produce must follow AddPartitionsToTxn; it never starts a transaction)."""
+        self.broker.coordinator.check_not_fenced(ident)
+        row = self.broker.db.run(
+            lambda tx: tx.one("transactional_id_fence_check", transactional_id=ident.transactional_id),
+            write=False)
+        if row is None or row.state != TxnState.ONGOING.value or row.txn_id is None:
+            raise InvalidTxnStateError(
+                f"transactional id {ident.transactional_id!r} has no open transaction "
+                f"({row.state if row else 'unknown'}): AddPartitionsToTxn must come first")
+        return int(row.txn_id)
+
+    def _to_table(self, meta: TopicMeta, batch: Batch) -> pa.Table:
+        now = int(time.time() * 1000)
+        stamps = [r.timestamp_ms if r.timestamp_ms >= 0 else now for r in batch.records]
+        if meta.schema.equals(DEFAULT_SCHEMA):
+            table = pa.table({
+                "key": pa.array([r.key for r in batch.records], pa.binary()),
+                "value": pa.array([r.value for r in batch.records], pa.binary()),
+                "headers": pa.array([list(r.headers) for r in batch.records], DEFAULT_SCHEMA.field("headers").type),
+            }, schema=DEFAULT_SCHEMA)
+        else:
+            rows = []
+            for i, r in enumerate(batch.records):
+                try:
+                    row = json.loads(r.value) if r.value is not None else None
+                except (ValueError, UnicodeDecodeError) as error:
+                    raise SchemaMismatchError(f"record {i}: the value is not JSON ({error})") from None
+                if not isinstance(row, dict):
+                    raise SchemaMismatchError(
+                        f"record {i}: topic {meta.name!r} has a schema; a record's value must be a JSON object "
+                        f"with its columns {meta.schema.names}")
+                rows.append(row)
+            table = to_table(rows, meta.schema, meta.name)
+        ts = pa.array(stamps, pa.int64()).cast(pa.timestamp("ms")).cast(TIMESTAMP_TYPE)
+        return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+
+    # -- fetch -----------------------------------------------------------------------------
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(log start, high watermark, last stable offset)."""
+        meta = self._meta(topic, partition)
+        offsets, _ = plan_fetch(self.broker.db, meta.topic_id, partition, None, READ_COMMITTED)
+        if offsets is None:
+            raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
+        return offsets.log_start_offset, offsets.high_watermark, offsets.last_stable_offset
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, isolation_level: int) -> FetchResult:
+        """Record batches from ``offset`` up to the isolation level's end (the last stable
+        offset for read_committed). Offsets a read_committed reader must pass over (an
+        aborted transaction's records) come as a control batch that clients skip."""
+        meta = self._meta(topic, partition)
+        isolation = _isolation(isolation_level)
+        offsets, segments = plan_fetch(self.broker.db, meta.topic_id, partition, offset, isolation)
+        if offsets is None:
+            raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
+        if not offsets.log_start_offset <= offset <= offsets.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside {topic}-{partition}'s log [{offsets.log_start_offset}, "
+                f"{offsets.high_watermark}]")
+        end = offsets.end(isolation)
+        out = bytearray()
+        position = offset
+        now = int(time.time() * 1000)
+        for seg in segments:
+            if position >= end or (out and len(out) >= max_bytes):
+                break
+            if seg.end_offset <= position:
+                continue
+            position = max(position, seg.base_offset)
+            stop = min(seg.end_offset, end)
+            if seg.skipped_at(isolation):
+                out += control_batch(position, stop - 1 - position, now, commit=False)
+                position = stop
+                continue
+            rows = read_rows(self._cache.get(seg), seg, position, stop)
+            for start in range(0, rows.num_rows, FETCH_BATCH_RECORDS):
+                chunk = rows.slice(start, FETCH_BATCH_RECORDS)
+                out += encode_batch(position, self._to_records(meta, chunk))
+                position += chunk.num_rows
+                if len(out) >= max_bytes:
+                    break
+        return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset, bytes(out))
+
+    def _to_records(self, meta: TopicMeta, table: pa.Table) -> list[Record]:
+        stamps = table.column("_timestamp").cast(pa.int64()).to_pylist()
+        if meta.schema.equals(DEFAULT_SCHEMA):
+            keys = table.column("key").to_pylist()
+            values = table.column("value").to_pylist()
+            headers = table.column("headers").to_pylist()
+            return [Record(i, stamps[i], keys[i], values[i], tuple(headers[i] or ()))
+                    for i in range(table.num_rows)]
+        rows = table.drop_columns(["_timestamp"]).to_pylist()
+        out = []
+        for i, row in enumerate(rows):
+            key = row.get("key")
+            out.append(Record(i, stamps[i], _key_bytes(key) if "key" in row else None,
+                              json.dumps(row, default=_json_default, separators=(",", ":")).encode()))
+        return out
+
+    def list_offset(self, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
+        """ListOffsets: -2 earliest, -1 latest (the last stable offset at read_committed),
+        else the first offset whose timestamp is at or after ``timestamp``."""
+        meta = self._meta(topic, partition)
+        isolation = _isolation(isolation_level)
+        offsets, segments = plan_fetch(self.broker.db, meta.topic_id, partition, 0, isolation, max_segments=10_000)
+        if offsets is None:
+            raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
+        end = offsets.end(isolation)
+        if timestamp == -2:
+            return offsets.log_start_offset, -1
+        if timestamp < 0:
+            return end, -1
+        for seg in segments:
+            if seg.skipped_at(isolation) or seg.end_offset <= offsets.log_start_offset:
+                continue
+            rows = read_rows(self._cache.get(seg), seg, offsets.log_start_offset, end)
+            stamps = rows.column("_timestamp").cast(pa.int64()).to_pylist()
+            for i, ts in enumerate(stamps):
+                if ts >= timestamp:
+                    return max(seg.base_offset, offsets.log_start_offset) + i, ts
+        return end, -1
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int,
+                         epoch: int) -> tuple[int, int]:
+        if transactional_id is None:
+            if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:  # an idempotent producer's epoch bump
+                return producer_id, epoch + 1
+            return self.broker.coordinator.allocate_producer_id(), 0
+        current = ProducerIdentity(transactional_id, producer_id, epoch) if producer_id >= 0 else None
+        ident = self.broker.coordinator.init_transactions(transactional_id, timeout_ms, current=current)
+        return ident.producer_id, ident.epoch
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Sequence[tuple[str, int]]) -> None:
+        ids = []
+        for topic, partition in partitions:
+            meta = self._meta(topic, partition)
+            ids.append((meta.topic_id, partition))
+        ident = ProducerIdentity(transactional_id, producer_id, epoch)
+        self.broker.coordinator.add_partitions(ident, ids)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
+        """AddOffsetsToTxn: opens the transaction; the offsets come with TxnOffsetCommit."""
+        from ..names import validate_id
+
+        validate_id("group id", group_id)
+        self.broker.coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
+
+    def check_offset(self, topic: str, partition: int, offset: int) -> None:
+        self.broker.check_offset(self._meta(topic, partition), partition, offset)
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
+                          offsets: dict[tuple[str, int], int]) -> None:
+        rows = [(self._meta(t, p).topic_id, p, o) for (t, p), o in offsets.items()]
+        if rows:
+            self.broker.coordinator.add_offsets(ProducerIdentity(transactional_id, producer_id, epoch),
+                                                group_id, rows)
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
+        self.broker.coordinator.end_transaction(ProducerIdentity(transactional_id, producer_id, epoch),
+                                                None, commit=commit)
+
+    def list_transactions(self, states: Iterable[str]) -> list[Any]:
+        wanted = list(states)
+        return self.broker.list_transactions(wanted or None)
+
+    def describe_transaction(self, transactional_id: str) -> Any:
+        return self.broker.describe_transaction(transactional_id, history_limit=1)
+
+    # -- group offsets ---------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        self.broker.commit_offsets(group_id, {TopicPartition(t, p): o for (t, p), o in offsets.items()})
+
+    def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Committed offsets, -1 where the group has none."""
+        got = self.broker.committed_offsets(group_id, [TopicPartition(t, p) for t, p in partitions])
+        return {(tp.topic, tp.partition): (-1 if o is None else o) for tp, o in got.items()}
+
+    def group_partitions(self, group_id: str) -> list[tuple[str, int]]:
+        """The partitions ``group_id`` has committed offsets for (none: an empty list)."""
+        try:
+            described = self.broker.describe_group(group_id)
+        except UnknownGroupError:
+            return []
+        return [(p.topic, p.partition) for p in described.partitions]
+
+    def groups_with_offsets(self) -> list[str]:
+        return self.broker.list_groups()
+
+    def sweep_transactions(self) -> list[tuple[str, int | None]]:
+        """Abort transactions past their timeout (fencing their producers) and complete
+        decided ones: (transactional id, transaction id) of each abort."""
+        aborted = self.broker.abort_expired_transactions()
+        self.broker.complete_prepared_transactions()
+        return [(a.transactional_id, a.txn_id) for a in aborted]
+
+    def pending_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Partitions of ``group_id`` with offsets staged by an open transaction
+        (OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        wanted = set(partitions)
+        pending = set()
+        for summary in self.broker.list_transactions([TxnState.ONGOING.value]):
+            description = self.broker.describe_transaction(summary.transactional_id, history_limit=1)
+            for o in description.pending_offsets:
+                key = (o.get("topic"), o.get("partition_no"))
+                if o.get("group_id") == group_id and key in wanted:
+                    pending.add(key)
+        return pending
+
+
+def _key_bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value, default=_json_default).encode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

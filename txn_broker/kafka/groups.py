@@ -1,0 +1,239 @@
+"""Kafka's classic consumer group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup),
+so that ``subscribe()`` works: membership and generations live in the listener's memory
+(one listener is the coordinator of every group); committed offsets are the broker's.
+
+A rebalance starts when a member joins or leaves, or misses its session timeout. It
+completes when every known member has joined again, or after the rebalance timeout
+(members that did not rejoin are removed); the first member to join is the leader, which
+computes the assignment and sends it with SyncGroup. The broker never reads the protocol
+metadata or the assignments: they are opaque bytes, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+#: a new group waits this long for more members before its first generation
+#: (Kafka's group.initial.rebalance.delay.ms, shortened)
+INITIAL_REBALANCE_DELAY_S = 0.3
+
+
+@dataclass
+class Member:
+    member_id: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_s: float
+    rebalance_timeout_s: float
+    protocol_type: str
+    last_seen: float = field(default_factory=time.monotonic)
+    joined: asyncio.Future[dict[str, Any]] | None = None
+    synced: asyncio.Future[dict[str, Any]] | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = "Empty"  # Empty, PreparingRebalance, CompletingRebalance, Stable
+    generation: int = 0
+    protocol: str | None = None
+    protocol_type: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    rebalance: asyncio.Task[None] | None = None
+
+
+class GroupCoordinator:
+    def __init__(self) -> None:
+        self.groups: dict[str, Group] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._expire_sessions())
+
+    async def stop(self) -> None:
+        tasks = [g.rebalance for g in self.groups.values() if g.rebalance] + ([self._reaper] if self._reaper else [])
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    def check_member(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
+        """OffsetCommit's check: a commit with a generation must come from a member of it."""
+        if generation < 0:
+            return ErrorCode.none
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        if group.state == "PreparingRebalance":
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    # -- JoinGroup -------------------------------------------------------------------------
+
+    async def join(self, req: Any, version: int) -> dict[str, Any]:
+        group = self.groups.setdefault(req.group_id, Group(req.group_id))
+        failed = {"throttle_time": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+                  "leader": "", "member_id": req.member_id, "members": []}
+        if group.protocol_type is not None and group.members and req.protocol_type != group.protocol_type:
+            return {**failed, "error_code": ErrorCode.inconsistent_group_protocol}
+        member_id = req.member_id
+        if member_id and member_id not in group.members:
+            return {**failed, "error_code": ErrorCode.unknown_member_id}
+        if not member_id:
+            member_id = f"{req.group_id}-{uuid.uuid4()}"
+        session = _seconds(req.session_timeout)
+        rebalance = _seconds(getattr(req, "rebalance_timeout", req.session_timeout))
+        member = group.members.get(member_id)
+        protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
+        if member is None:
+            member = group.members[member_id] = Member(member_id, protocols, session, rebalance, req.protocol_type)
+        else:
+            member.protocols = protocols
+            member.last_seen = time.monotonic()
+        group.protocol_type = req.protocol_type
+        member.joined = asyncio.get_running_loop().create_future()
+        self._prepare_rebalance(group)
+        self._maybe_complete(group)
+        return await member.joined
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state == "PreparingRebalance":
+            return
+        for m in group.members.values():  # a sync waiting for the old generation ends now
+            if m.synced is not None and not m.synced.done():
+                m.synced.set_result({"throttle_time": 0, "error_code": ErrorCode.rebalance_in_progress,
+                                     "assignment": b""})
+        delay = INITIAL_REBALANCE_DELAY_S if group.state == "Empty" else max(
+            (m.rebalance_timeout_s for m in group.members.values()), default=1.0)
+        group.state = "PreparingRebalance"
+        group.rebalance = asyncio.get_running_loop().create_task(self._rebalance_deadline(group, delay))
+
+    async def _rebalance_deadline(self, group: Group, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if group.state != "PreparingRebalance":
+            return
+        for member_id in [m for m, member in group.members.items()
+                          if member.joined is None or member.joined.done()]:
+            del group.members[member_id]  # did not rejoin in time
+        self._complete(group)
+
+    def _maybe_complete(self, group: Group) -> None:
+        if group.state != "PreparingRebalance" or (group.generation == 0 and group.rebalance and
+                                                   not group.rebalance.done() and len(group.members) < 2):
+            return
+        if all(m.joined is not None and not m.joined.done() for m in group.members.values()):
+            if group.rebalance is not None and group.rebalance is not asyncio.current_task():
+                group.rebalance.cancel()
+            self._complete(group)
+
+    def _complete(self, group: Group) -> None:
+        if not group.members:
+            group.state, group.leader, group.protocol = "Empty", None, None
+            return
+        group.generation += 1
+        members = list(group.members.values())
+        if group.leader not in group.members:
+            group.leader = members[0].member_id
+        common = set.intersection(*({name for name, _ in m.protocols} for m in members))
+        leader = group.members[group.leader]
+        group.protocol = next((name for name, _ in leader.protocols if name in common), None)
+        group.state = "CompletingRebalance"
+        for m in members:
+            m.last_seen = time.monotonic()
+            m.assignment = b""
+            listing = [{"member_id": o.member_id, "group_instance_id": None,
+                        "metadata": dict(o.protocols).get(group.protocol or "", b"")} for o in members]
+            response = {"throttle_time": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                        "protocol_name": group.protocol, "leader": group.leader, "member_id": m.member_id,
+                        "members": listing if m.member_id == group.leader else [],
+                        "error_code": ErrorCode.none if group.protocol else ErrorCode.inconsistent_group_protocol}
+            if m.joined is not None and not m.joined.done():
+                m.joined.set_result(response)
+
+    # -- SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
+
+    async def sync(self, req: Any) -> dict[str, Any]:
+        group = self.groups.get(req.group_id)
+        out = {"throttle_time": 0, "protocol_type": getattr(req, "protocol_type", None),
+               "protocol_name": getattr(req, "protocol_name", None), "assignment": b""}
+        if group is None or req.member_id not in group.members:
+            return {**out, "error_code": ErrorCode.unknown_member_id}
+        if int(req.generation_id) != group.generation:
+            return {**out, "error_code": ErrorCode.illegal_generation}
+        if group.state == "PreparingRebalance":
+            return {**out, "error_code": ErrorCode.rebalance_in_progress}
+        member = group.members[req.member_id]
+        member.last_seen = time.monotonic()
+        if req.member_id == group.leader and group.state == "CompletingRebalance":
+            given = {a.member_id: bytes(a.assignment) for a in req.assignments}
+            group.state = "Stable"
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+                if m.synced is not None and not m.synced.done():
+                    m.synced.set_result({**out, "error_code": ErrorCode.none, "assignment": m.assignment})
+        if group.state == "Stable":
+            return {**out, "error_code": ErrorCode.none, "protocol_type": group.protocol_type,
+                    "protocol_name": group.protocol, "assignment": member.assignment}
+        member.synced = asyncio.get_running_loop().create_future()
+        result = await member.synced
+        return {**result, "protocol_type": group.protocol_type, "protocol_name": group.protocol}
+
+    def heartbeat(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        group.members[member_id].last_seen = time.monotonic()
+        if group.state == "PreparingRebalance":
+            return ErrorCode.rebalance_in_progress
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
+    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        self._remove(group, member_id)
+        return ErrorCode.none
+
+    def _remove(self, group: Group, member_id: str) -> None:
+        member = group.members.pop(member_id)
+        for future in (member.joined, member.synced):
+            if future is not None and not future.done():
+                future.set_result({"throttle_time": 0, "error_code": ErrorCode.unknown_member_id,
+                                   "generation_id": -1, "leader": "", "member_id": member_id, "members": [],
+                                   "assignment": b""})
+        if not group.members:
+            if group.rebalance is not None:
+                group.rebalance.cancel()
+            group.state, group.leader, group.protocol = "Empty", None, None
+            return
+        if group.state == "PreparingRebalance":
+            self._maybe_complete(group)
+        else:
+            self._prepare_rebalance(group)
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.monotonic()
+            for group in list(self.groups.values()):
+                for member_id, m in list(group.members.items()):
+                    waiting = m.joined is not None and not m.joined.done()
+                    if not waiting and now - m.last_seen > m.session_timeout_s:
+                        self._remove(group, member_id)
+
+
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if hasattr(value, "total_seconds") else int(value) / 1000
