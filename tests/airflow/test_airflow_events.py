@@ -206,3 +206,129 @@ def test_message_queue_trigger_resolves_the_txn_broker_scheme(airflow_env) -> No
                                      "poll_interval": 3.0}
     with pytest.raises(ValueError, match="group_id"):
         parse_queue_uri("txn_broker://c/t")
+
+
+# -- end to end: a real scheduler, dag-processor, triggerer and api-server ---------------
+
+
+def committed_input(broker: Any) -> dict[tuple[int, int], str]:
+    """(partition, offset) -> order id of every committed orders_raw record."""
+    from txn_broker import TopicPartition
+
+    consumer = broker.consumer(isolation_level="read_committed")
+    try:
+        consumer.assign([TopicPartition(SOURCE, p.partition) for p in broker.describe_topic(SOURCE).partitions])
+        consumer.seek_to_beginning()
+        found: dict[tuple[int, int], str] = {}
+        while True:
+            batch = consumer.poll(max_records=10_000)
+            if not batch.num_rows:
+                return found
+            for row in batch.select(["_partition", "_offset", "order_id"]).to_pylist():
+                found[(row["_partition"], row["_offset"])] = row["order_id"]
+    finally:
+        consumer.close()
+
+
+def caught_up(broker: Any) -> bool:
+    """The group's committed offsets reached the last stable offset of every partition."""
+    from txn_broker import TopicPartition
+
+    tps = [TopicPartition(SOURCE, p.partition) for p in broker.describe_topic(SOURCE).partitions]
+    stable = broker.end_offsets(tps)
+    committed = broker.committed_offsets(GROUP, tps)
+    return all((committed[tp] or 0) >= stable[tp] for tp in tps)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_scheduler_runs_orders_events_exactly_once_across_a_triggerer_kill(backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import time
+
+    from airflow_harness import REPO, AirflowServices, clean_environment, site_settings
+
+    home = tmp_path / "airflow"
+    dags = home / "dags"
+    dags.mkdir(parents=True)
+    (dags / "orders_events.py").symlink_to(REPO / "dags" / "orders_events.py")
+    env = {
+        **site_settings(home, dags, f"sqlite:///{home / 'airflow.db'}"),
+        **backend.env,
+        "TXN_BROKER_HOME": str(tmp_path / "broker_home"),
+        "TXN_BROKER_EVENTS_POLL_INTERVAL": "1",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+    }
+    services = AirflowServices(home, {**clean_environment(), **env},
+                               components=("api-server", "scheduler", "dag-processor", "triggerer"))
+    dag_id = "orders_events"
+
+    def runs() -> list[Any]:
+        return services.query("SELECT run_id, state FROM dag_run WHERE dag_id = :d ORDER BY id", d=dag_id)
+
+    def watcher_running() -> bool:
+        return bool(services.query(
+            "SELECT t.id FROM trigger t JOIN asset_watcher w ON w.trigger_id = t.id "
+            "WHERE t.classpath LIKE '%CommittedRecordsEventTrigger' AND t.triggerer_id IS NOT NULL"))
+
+    def batch(broker: Any, n: int, first: int) -> None:
+        produce(broker, f"gen.{first}", orders(first, n))
+
+    services.start()
+    try:
+        with backend.connect() as broker:
+            setup_topics(broker)
+            services.wait_for(f"the dag-processor to parse {dag_id}", lambda: services.query(
+                "SELECT dag_id FROM dag WHERE dag_id = :d", d=dag_id), timeout=120)
+            services.cli("dags", "unpause", dag_id)
+            services.wait_for("the triggerer to run the asset watcher", watcher_running, timeout=90)
+
+            # an aborted transaction and an open one (all four partitions): no run
+            produce(broker, "gen.aborted", orders(0, 50), "abort")
+            open_producer = produce(broker, "gen.open", orders(50, 50), "open")
+            time.sleep(8)  # eight polls of the watcher
+            assert runs() == [], runs()
+            open_producer.abort_transaction()  # its records never become readable
+            open_producer.close()
+            time.sleep(3)
+            assert runs() == [], runs()
+
+            # committed batches start runs; the triggerer is SIGKILLed mid-stream
+            batch(broker, 20, 1000)
+            services.wait_for("the first run", lambda: len(runs()) >= 1, timeout=60)
+            batch(broker, 20, 2000)
+            batch(broker, 20, 3000)
+            time.sleep(1.5)
+            services.kill("triggerer")
+            batch(broker, 20, 4000)  # produced while no triggerer runs
+            services.start_component("triggerer")
+            batch(broker, 20, 5000)
+            services.wait_for("every committed record processed", lambda: caught_up(broker) and all(
+                r.state in ("success", "failed") for r in runs()), timeout=150, interval=2)
+            time.sleep(4)  # a late duplicate event would start one more run: let it
+            services.wait_for("the last runs to finish", lambda: all(
+                r.state in ("success", "failed") for r in runs()), timeout=60, interval=2)
+
+            rows = services.query(
+                "SELECT d.run_id, d.state, x.value FROM dag_run d LEFT JOIN xcom x ON x.run_id = d.run_id "
+                "AND x.dag_id = d.dag_id AND x.key = 'return_value' WHERE d.dag_id = :d ORDER BY d.id", d=dag_id)
+            assert rows and all(r.state == "success" for r in rows), \
+                f"{rows}\n{services.log_tail('scheduler', 100)}"
+            summaries = [json.loads(r.value) if isinstance(r.value, str | bytes) else r.value for r in rows]
+            assert sum(s["records_in"] for s in summaries) == 100
+            # each run says which events started it; asset events carry those ids
+            events = services.query(
+                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.uri LIKE 'txn-committed://%'")
+            event_ids = {json.loads(e.extra)["payload"]["event_id"] for e in events}
+            assert event_ids and {i for s in summaries for i in s["event_ids"]} <= event_ids
+
+            inputs = committed_input(broker)
+            out = accepted(broker)
+        assert sorted(inputs.values()) == [f"o{i:06d}" for k in (1000, 2000, 3000, 4000, 5000)
+                                           for i in range(k, k + 20)]
+        # exactly once: every committed input record once in the output, nothing else
+        assert sorted((r["source_partition"], r["source_offset"]) for r in out) == sorted(inputs)
+        assert sorted(r["order_id"] for r in out) == sorted(inputs.values())
+    finally:
+        services.stop()
