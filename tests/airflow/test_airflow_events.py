@@ -157,6 +157,7 @@ def test_trigger_announces_committed_ranges_only_and_processing_is_exactly_once(
         assert len(accepted(broker)) == 90
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_trigger_runs_as_an_event_trigger(backend, airflow_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``run()`` keeps yielding one event per new batch (it is not a one-shot trigger)."""
     from airflow.triggers.base import BaseEventTrigger
@@ -248,6 +249,8 @@ def test_scheduler_runs_orders_events_exactly_once_across_a_triggerer_kill(backe
 
     from airflow_harness import REPO, AirflowServices, clean_environment, site_settings
 
+    from txn_broker import TopicPartition
+
     home = tmp_path / "airflow"
     dags = home / "dags"
     dags.mkdir(parents=True)
@@ -259,9 +262,13 @@ def test_scheduler_runs_orders_events_exactly_once_across_a_triggerer_kill(backe
         "TXN_BROKER_EVENTS_POLL_INTERVAL": "1",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+        # the restarted triggerer takes over the killed one's triggers 5 s after its last heartbeat
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
     }
     services = AirflowServices(home, {**clean_environment(), **env},
                                components=("api-server", "scheduler", "dag-processor", "triggerer"))
+    # the DAG runs as soon as it is parsed: its watcher starts without an `airflow dags unpause`
+    services.env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"
     dag_id = "orders_events"
 
     def runs() -> list[Any]:
@@ -275,37 +282,62 @@ def test_scheduler_runs_orders_events_exactly_once_across_a_triggerer_kill(backe
     def batch(broker: Any, n: int, first: int) -> None:
         produce(broker, f"gen.{first}", orders(first, n))
 
+    t0 = time.monotonic()
+
+    def phase(name: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f}s] {name}")
+
     services.start()
+    phase("airflow db migrated, components started")
     try:
         with backend.connect() as broker:
             setup_topics(broker)
             services.wait_for(f"the dag-processor to parse {dag_id}", lambda: services.query(
                 "SELECT dag_id FROM dag WHERE dag_id = :d", d=dag_id), timeout=120)
-            services.cli("dags", "unpause", dag_id)
+            phase("DAG parsed")
             services.wait_for("the triggerer to run the asset watcher", watcher_running, timeout=90)
+            phase("watcher running")
 
             # an aborted transaction and an open one (all four partitions): no run
             produce(broker, "gen.aborted", orders(0, 50), "abort")
             open_producer = produce(broker, "gen.open", orders(50, 50), "open")
-            time.sleep(8)  # eight polls of the watcher
+            time.sleep(5)  # five polls of the watcher
             assert runs() == [], runs()
             open_producer.abort_transaction()  # its records never become readable
             open_producer.close()
-            time.sleep(3)
+            time.sleep(2)
             assert runs() == [], runs()
 
             # committed batches start runs; the triggerer is SIGKILLed mid-stream
             batch(broker, 20, 1000)
             services.wait_for("the first run", lambda: len(runs()) >= 1, timeout=60)
+            phase("first run created")
             batch(broker, 20, 2000)
             batch(broker, 20, 3000)
-            time.sleep(1.5)
+            # kill once the next event is saved, while the first run still holds its slot: the
+            # restarted trigger announces again what that event announced, unless its run
+            # commits first
+            services.wait_for("the second event", lambda: services.query(
+                "SELECT COUNT(*) FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                "WHERE a.uri LIKE 'txn-committed://%'")[0][0] >= 2, timeout=30, interval=0.2)
             services.kill("triggerer")
+            # ranges announced (asset events) whose run has not committed them yet
+            announced = {}
+            for e in services.query("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                                    "WHERE a.uri LIKE 'txn-committed://%'"):
+                for r in json.loads(e.extra)["payload"]["ranges"]:
+                    announced[r["partition"]] = max(announced.get(r["partition"], 0), r["end"])
+            committed_at_kill = {tp.partition: o for tp, o in broker.committed_offsets(
+                GROUP, [TopicPartition(SOURCE, p) for p in announced]).items()}
+            phase(f"triggerer killed: announced ends {announced}, committed {committed_at_kill}")
+            assert any((committed_at_kill[p] or 0) < end for p, end in announced.items())
             batch(broker, 20, 4000)  # produced while no triggerer runs
             services.start_component("triggerer")
+            phase("triggerer killed and restarted")
             batch(broker, 20, 5000)
             services.wait_for("every committed record processed", lambda: caught_up(broker) and all(
                 r.state in ("success", "failed") for r in runs()), timeout=150, interval=2)
+            phase(f"caught up after {len(runs())} runs")
             time.sleep(4)  # a late duplicate event would start one more run: let it
             services.wait_for("the last runs to finish", lambda: all(
                 r.state in ("success", "failed") for r in runs()), timeout=60, interval=2)
@@ -316,12 +348,25 @@ def test_scheduler_runs_orders_events_exactly_once_across_a_triggerer_kill(backe
             assert rows and all(r.state == "success" for r in rows), \
                 f"{rows}\n{services.log_tail('scheduler', 100)}"
             summaries = [json.loads(r.value) if isinstance(r.value, str | bytes) else r.value for r in rows]
+            for s in summaries:
+                phase(f"run: {s['outcome']}, in {s['records_in']}, events {len(s['event_ids'])}, "
+                      f"processed {[(p['partition'], p['start'], p['end']) for p in s.get('processed', [])]}")
             assert sum(s["records_in"] for s in summaries) == 100
             # each run says which events started it; asset events carry those ids
-            events = services.query(
-                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.uri LIKE 'txn-committed://%'")
-            event_ids = {json.loads(e.extra)["payload"]["event_id"] for e in events}
-            assert event_ids and {i for s in summaries for i in s["event_ids"]} <= event_ids
+            events = [json.loads(e.extra)["payload"] for e in services.query(
+                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                "WHERE a.uri LIKE 'txn-committed://%' ORDER BY e.id")]
+            event_ids = {e["event_id"] for e in events}
+            assert event_ids and {i for s in summaries for i in s["event_ids"]} == event_ids
+            # offsets announced more than once (only the triggerer restart can do that)
+            seen: dict[int, list[tuple[int, int]]] = {}
+            again = 0
+            for e in events:
+                for r in e["ranges"]:
+                    spans = seen.setdefault(r["partition"], [])
+                    again += sum(max(0, min(r["end"], b) - max(r["start"], a)) for a, b in spans)
+                    spans.append((r["start"], r["end"]))
+            phase(f"{len(events)} events, {again} offsets announced twice, {len(rows)} runs")
 
             inputs = committed_input(broker)
             out = accepted(broker)
