@@ -170,9 +170,11 @@ class AirflowServices:
         for name in self.components:
             self.start_component(name)
 
-    def start_component(self, name: str) -> None:
-        """Start one component (again, after :meth:`kill`); its log is appended to."""
-        args = ["api-server", "--port", str(self.api_port)] if name == "api-server" else [name]
+    def start_component(self, name: str, command: str | None = None) -> None:
+        """Start one component (again, after :meth:`kill`; or a second one of ``command``
+        under another ``name``); its log ``<name>.log`` is appended to."""
+        command = command or name
+        args = ["api-server", "--port", str(self.api_port)] if command == "api-server" else [command]
         log = (self.home / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT, cwd=self.home,
