@@ -10,8 +10,13 @@ scheduler's dependency loop, in this process); the full Airflow and Spark output
 ``$TXN_BROKER_HOME/airflow/demo.log``. Every run is a new DAG run with new generated
 input, so the demo can be run any number of times.
 
-    python scripts/airflow_demo.py [DAG_ID ...]   # default: all three example DAGs
+    python scripts/airflow_demo.py [DAG_ID ...]   # default: all four example DAGs
     python scripts/airflow_demo.py --ui           # airflow standalone on the same home
+
+``orders_events`` is event-driven: under a scheduler its runs start when the triggerer's
+``CommittedRecordsEventTrigger`` sees committed records. ``dag.test()`` has no triggerer,
+so the demo polls that trigger once in this process (the same code) and hands the event to
+the run as ``params.events``; then it replays the same event, which processes nothing.
 
 ``--ui`` starts every Airflow component (api-server with the UI on port 8080, scheduler,
 dag-processor, triggerer) with the repository's DAGs and plugin and the demo's home, so
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DAGS = ("orders_pipeline", "bank_transfers", "txn_broker_maintenance")
+DAGS = ("orders_pipeline", "orders_events", "bank_transfers", "txn_broker_maintenance")
 
 
 def configure() -> Path:
@@ -127,6 +132,13 @@ def run_outcome(dr: Any) -> dict[str, Any]:
     return {"state": str(dr.state), "run_id": dr.run_id, "tasks": tasks}
 
 
+def describe_event(event: dict[str, Any] | None) -> str:
+    if not event:
+        return "  no committed records past the group's offsets: nothing to announce"
+    ranges = ", ".join(f"{r['topic']}-{r['partition']} [{r['start']}, {r['end']})" for r in event["ranges"])
+    return f"  committed-records event {event['event_id'][:12]}…: {ranges}"
+
+
 def describe_task(xcom: Any) -> str:
     """One line of what a task moved, from its XCom summary."""
     if not isinstance(xcom, dict):
@@ -147,6 +159,8 @@ def describe_task(xcom: Any) -> str:
             value = sum(v for v in value.values() if isinstance(v, int | float))
         if value is not None:
             parts.append(f"{label} {value}")
+    if xcom.get("event_ids"):
+        parts.append(f"event(s) {', '.join(str(i)[:12] + '…' for i in xcom['event_ids'])}")
     if xcom.get("outcome"):
         parts.append(str(xcom["outcome"]).lower())
     if xcom.get("producer_epoch") is not None:
@@ -158,6 +172,21 @@ def describe_task(xcom: Any) -> str:
     if xcom.get("message"):
         parts.append(str(xcom["message"]))
     return ", ".join(parts)
+
+
+def committed_records_event(dag: Any) -> dict[str, Any] | None:
+    """What the DAG's asset watcher would announce now: one poll of its trigger, here."""
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    condition = dag.timetable.asset_condition  # schedule=[asset]: all of one asset
+    (asset,) = getattr(condition, "objects", [condition])
+    (watcher,) = asset.watchers
+    hook = TxnBrokerHook()
+    try:
+        payload: dict[str, Any] | None = watcher.trigger.poll_once(hook.get_conn())
+        return payload
+    finally:
+        hook.close()
 
 
 def last_txn_id() -> int:
@@ -223,14 +252,23 @@ def run_demo(dag_ids: list[str], home: Path) -> int:
         t0 = time.perf_counter()
         with output_to(log):
             dag = load_dag(dag_id)
-            dr = dag.test()
+            event = committed_records_event(dag) if dag_id == "orders_events" else None
+            dr = dag.test(run_conf={"events": [event]}) if event else dag.test()
             outcome = run_outcome(dr)
         outcome["seconds"] = time.perf_counter() - t0
         results[dag_id] = outcome
+        if dag_id == "orders_events":
+            print(describe_event(event))
         print(f"{dag_id}: {outcome['state']} in {outcome['seconds']:.1f}s (run {outcome['run_id']})")
         for task_id, task in outcome["tasks"].items():
             retried = f" (try {task['tries']})" if task["tries"] > 1 else ""
             print(f"  {task_id:<24} {task['state']:<8}{retried} {describe_task(task['xcom'])}")
+        if event:
+            with output_to(log):
+                replay = run_outcome(dag.test(run_conf={"events": [event]}))
+            task = next(iter(replay["tasks"].values()), {})
+            print(f"  the same event again (a triggerer restart announces it twice): {replay['state']}, "
+                  f"{describe_task(task.get('xcom'))}")
     with output_to(log):
         counts = transaction_counts(before)
         stop_spark()

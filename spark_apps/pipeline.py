@@ -47,6 +47,10 @@ LEDGER_CHECKS = pa.schema([
     pa.field("offsets", pa.string(), nullable=False),
 ])
 
+#: orders_raw records accepted by the event-driven DAG ``orders_events``, each with where it
+#: came from and the asset events of the run that processed it
+ORDERS_ACCEPTED = pa.schema([*ORDERS_RAW, ("source_partition", pa.int32()), ("source_offset", pa.int64()),
+                             ("event_ids", pa.string())])
 #: topic -> (schema, partitions, key column)
 TOPICS: dict[str, tuple[pa.Schema, int, str | None]] = {
     "orders_raw": (ORDERS_RAW, 4, "order_id"),
@@ -54,6 +58,7 @@ TOPICS: dict[str, tuple[pa.Schema, int, str | None]] = {
     "revenue_daily": (REVENUE_DAILY, 2, "country"),
     "transfers": (TRANSFERS, 4, "account"),
     "ledger_checks": (LEDGER_CHECKS, 1, None),
+    "orders_accepted": (ORDERS_ACCEPTED, 4, "order_id"),
 }
 
 

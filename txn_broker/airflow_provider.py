@@ -64,6 +64,10 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
+#: the common-messaging queue provider (imported by Airflow only, by name)
+QUEUE_PROVIDER_CLASS_NAME = "txn_broker_airflow.queues.TxnBrokerQueueProvider"
+
+
 def get_provider_info() -> dict[str, Any]:
     """The provider description Airflow validates against its provider_info schema."""
     return {
@@ -81,4 +85,6 @@ def get_provider_info() -> dict[str, Any]:
                 "ui-field-behaviour": UI_FIELD_BEHAVIOUR,
             }
         ],
+        # MessageQueueTrigger(scheme="txn_broker", ...) of the common-messaging provider
+        "queues": [QUEUE_PROVIDER_CLASS_NAME],
     }

@@ -9,13 +9,15 @@ would then treat the whole string as an opaque name.)
 
 from __future__ import annotations
 
-from airflow.sdk import Asset
+from airflow.sdk import Asset, AssetWatcher
 
 from txn_broker.names import validate_topic_name
 
 from .hooks.txn_broker import DEFAULT_CONN_ID
 
 SCHEME = "txn-topic"
+#: the scheme of assets watched by the committed-records event trigger
+COMMITTED_SCHEME = "txn-committed"
 
 
 def topic_asset(topic: str, txn_broker_conn_id: str = DEFAULT_CONN_ID) -> Asset:
@@ -26,3 +28,20 @@ def topic_asset(topic: str, txn_broker_conn_id: str = DEFAULT_CONN_ID) -> Asset:
 
 def topic_assets(topics: list[str] | tuple[str, ...], txn_broker_conn_id: str = DEFAULT_CONN_ID) -> list[Asset]:
     return [topic_asset(t, txn_broker_conn_id) for t in topics]
+
+
+def committed_records_asset(topics: list[str] | tuple[str, ...], group_id: str,
+                            txn_broker_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0) -> Asset:
+    """An Asset that gets an event whenever committed records appear on ``topics`` past
+    ``group_id``'s committed offsets (``CommittedRecordsEventTrigger``): schedule a DAG on it
+    and let its task process the ranges (``event_ranges.process_ranges``) for ``group_id``.
+    URI ``txn-committed://<conn>/<topic>[,<topic>...]/<group>``: distinct from the topics'
+    own ``txn-topic`` assets, so a producing task's outlet event never starts the DAG."""
+    from .triggers.committed_records import CommittedRecordsEventTrigger
+
+    names = [validate_topic_name(t) for t in topics]
+    trigger = CommittedRecordsEventTrigger(topics=names, group_id=group_id, txn_broker_conn_id=txn_broker_conn_id,
+                                           poll_interval=poll_interval)
+    joined = ",".join(names)
+    return Asset(uri=f"{COMMITTED_SCHEME}://{txn_broker_conn_id}/{joined}/{group_id}", group="txn_topic",
+                 watchers=[AssetWatcher(name=f"{group_id}.committed", trigger=trigger)])

@@ -38,3 +38,8 @@ class LoadStalledError(TxnBrokerError):
     nothing past the last committed batch was written. Retry."""
 
     retriable = True
+
+
+class EventPayloadError(InvalidInputError):
+    """An asset event's payload is not a committed-records event of the event trigger (or
+    it is malformed): the run cannot tell which offset ranges to process."""

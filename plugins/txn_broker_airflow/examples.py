@@ -23,3 +23,15 @@ def pipeline_topics(spark_apps: str | Path, names: Iterable[str]) -> dict[str, t
     :func:`txn_broker_airflow.topics.ensure_topics`."""
     topics = pipeline_module(spark_apps).TOPICS
     return {name: (topics[name][1], topics[name][0]) for name in names}
+
+
+def accept_orders(records: pa.Table, event_ids: list[str]) -> pa.Table:
+    """The ``orders_events`` stage: every committed ``orders_raw`` record as an
+    ``orders_accepted`` record, with its source partition and offset and the ids of the
+    events whose run processed it (one output record per input record, so a test can see
+    that each was processed exactly once)."""
+    columns = [n for n in records.column_names if not n.startswith("_")]
+    out = records.select(columns)
+    out = out.append_column("source_partition", records.column("_partition").cast(pa.int32()))
+    out = out.append_column("source_offset", records.column("_offset").cast(pa.int64()))
+    return out.append_column("event_ids", pa.array([",".join(event_ids)] * records.num_rows, pa.string()))

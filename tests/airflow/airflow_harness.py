@@ -168,12 +168,24 @@ class AirflowServices:
     def start(self) -> None:
         self.cli("db", "migrate", timeout=300)
         for name in self.components:
-            args = ["api-server", "--port", str(self.api_port)] if name == "api-server" else [name]
-            log = (self.home / f"{name}.log").open("wb")
-            self.procs[name] = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=self.env,
-                                                stdout=log, stderr=subprocess.STDOUT, cwd=self.home,
-                                                start_new_session=True)
-            log.close()
+            self.start_component(name)
+
+    def start_component(self, name: str, command: str | None = None) -> None:
+        """Start one component (again, after :meth:`kill`; or a second one of ``command``
+        under another ``name``); its log ``<name>.log`` is appended to."""
+        command = command or name
+        args = ["api-server", "--port", str(self.api_port)] if command == "api-server" else [command]
+        log = (self.home / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT, cwd=self.home,
+                                            start_new_session=True)
+        log.close()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one component's whole process group (no clean shutdown) and reap it."""
+        proc = self.procs.pop(name)
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait(30)
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():

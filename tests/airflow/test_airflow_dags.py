@@ -21,7 +21,7 @@ def test_dag_files_parse_without_touching_the_broker(airflow_env, monkeypatch, t
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"orders_pipeline", "bank_transfers", "txn_broker_maintenance"}
+    assert set(bag.dag_ids) == {"orders_pipeline", "orders_events", "bank_transfers", "txn_broker_maintenance"}
     assert not (tmp_path / "never_created").exists()
 
     orders = bag.get_dag("orders_pipeline")
@@ -37,6 +37,11 @@ def test_dag_files_parse_without_touching_the_broker(airflow_env, monkeypatch, t
     assert all(Path(t.application).is_file() for t in stages)
     assert all(t.retries >= 1 for t in orders.tasks)
     assert bag.get_dag("bank_transfers").get_task("check_ledger").inputs == ["transfers"]
+
+    events = bag.get_dag("orders_events")  # event-driven: scheduled on the committed-records asset
+    assert events.max_active_runs == 1
+    assert [t.task_id for t in events.tasks] == ["accept_orders"]
+    assert [a.uri for a in events.get_task("accept_orders").outlets] == [prefix + "orders_accepted"]
 
 
 def test_default_transactional_ids() -> None:

@@ -13,6 +13,8 @@ import requests
 from ui_harness import (
     API_ABORT,
     COMMITTED,
+    EVENT_PAYLOAD,
+    EVENT_RUN_ID,
     GROUP,
     HANGING,
     MAPPED_ONGOING,
@@ -22,13 +24,15 @@ from ui_harness import (
     AirflowUIServer,
     Seeded,
     UiBroker,
+    seed_event_run,
 )
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration]
 
 PREFIX = "/txn-broker"
 PAGES = ["/", "/topics", "/topics/orders", "/groups", f"/groups/{GROUP}", f"/transactions/{quote(COMMITTED)}",
-         "/task-instance?dag_id=ui.pipeline&task_id=load_orders&map_index=%7BMAP_INDEX%7D"]
+         "/task-instance?dag_id=ui.pipeline&task_id=load_orders&map_index=%7BMAP_INDEX%7D",
+         "/dag-run?dag_id=ui.pipeline&run_id=%7BRUN_ID%7D"]
 
 
 class Client:
@@ -85,13 +89,16 @@ def test_plugin_registers_app_nav_entry_and_task_instance_link(admin: Client) ->
     ti = views["task_instance"]
     assert ti["href"].startswith(f"{PREFIX}/task-instance?") and "{DAG_ID}" in ti["href"] and "{TASK_ID}" in ti["href"]
     assert "{MAP_INDEX}" in ti["href"]
+    run = views["dag_run"]  # the DAG run tab: which committed-records event started the run
+    assert run["href"] == f"{PREFIX}/dag-run?dag_id={{DAG_ID}}&run_id={{RUN_ID}}" and run["name"] == "Events"
 
 
 def _every_endpoint(admin: Client) -> list[tuple[str, str]]:
     """(method, path) of every API operation in the app's own OpenAPI document, path
     parameters filled in, plus the pages, a static file and the OpenAPI document."""
     spec = admin.json("/api/openapi.json")
-    fill = {"{transactional_id}": quote(ONGOING), "{name}": "orders", "{group_id}": GROUP}
+    fill = {"{transactional_id}": quote(ONGOING), "{name}": "orders", "{group_id}": GROUP,
+            "{dag_id}": "ui.pipeline"}
     endpoints = []
     for path, operations in spec["paths"].items():
         for placeholder, value in fill.items():
@@ -215,6 +222,25 @@ def test_task_instance_link_resolves_the_default_transactional_id(admin: Client)
     assert not whole["exists"] and {MAPPED_ONGOING, API_ABORT} <= set(whole["candidates"])
     page = admin.get("/task-instance?dag_id=ui.pipeline&task_id=publish&map_index=%7BMAP_INDEX%7D")
     assert page.status_code == 200 and 'data-task-id="publish"' in page.text
+
+
+def test_dag_run_tab_shows_the_event_that_started_the_run(ui_server: AirflowUIServer, admin: Client,
+                                                         viewer: Client) -> None:
+    seed_event_run(ui_server)
+    one = viewer.json(f"/api/dag-runs/ui.pipeline/events?run_id={EVENT_RUN_ID}")
+    assert [r["run_id"] for r in one["runs"]] == [EVENT_RUN_ID]
+    (event,) = one["runs"][0]["events"]
+    assert one["runs"][0]["event_ids"] == [EVENT_PAYLOAD["event_id"]] and event["from_trigger"] is True
+    assert (event["group_id"], event["ranges"], event["offsets"]) == (
+        GROUP, EVENT_PAYLOAD["ranges"], EVENT_PAYLOAD["offsets"])
+    assert event["asset_uri"] == f"txn-committed://txn_broker_default/orders/{GROUP}"
+    # the run's tasks and the transactional ids that processed its ranges
+    assert COMMITTED in one["transactional_ids"]
+    assert EVENT_RUN_ID in {r["run_id"] for r in admin.json("/api/dag-runs/ui.pipeline/events")["runs"]}
+    assert admin.get("/api/dag-runs/ui.pipeline/events?run_id=nope").status_code == 404
+    assert admin.get("/api/dag-runs/no.such.dag/events").status_code == 404
+    page = admin.get(f"/dag-run?dag_id=ui.pipeline&run_id={EVENT_RUN_ID}")
+    assert page.status_code == 200 and 'data-view="dag_run"' in page.text and EVENT_RUN_ID in page.text
 
 
 def test_abort_needs_dag_edit_permission_and_a_csrf_token(ui_server: AirflowUIServer, admin: Client, viewer: Client,

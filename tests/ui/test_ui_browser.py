@@ -18,6 +18,8 @@ import pytest
 import requests
 from ui_harness import (
     COMMITTED,
+    EVENT_PAYLOAD,
+    EVENT_RUN_ID,
     HANGING,
     MAPPED_ONGOING,
     ONGOING,
@@ -27,6 +29,7 @@ from ui_harness import (
     XSS_TASK_ID,
     AirflowUIServer,
     Seeded,
+    seed_event_run,
 )
 
 pytestmark = [pytest.mark.ui, pytest.mark.integration]
@@ -208,6 +211,28 @@ def test_task_instance_tab_opens_its_transaction(page, ui_server: AirflowUIServe
         expect(frame.locator("#facts [data-state]").first).to_have_text("CompleteCommit")
         expect(frame.locator("#partitions")).to_contain_text("orders")
         expect(frame.locator("#group-offsets")).to_contain_text("orders-loader")
+    except BaseException:
+        page.failed = True
+        raise
+
+
+def test_dag_run_tab_shows_which_event_started_the_run(page, ui_server: AirflowUIServer, ui_data: Seeded) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    try:
+        seed_event_run(ui_server)
+        page.goto(ui_server.url(f"/dags/ui.pipeline/runs/{quote(EVENT_RUN_ID, safe='')}"))
+        page.get_by_role("link", name="Events", exact=True).click()  # the DAG run's plugin tab
+        page.wait_for_url(re.compile(r".*/plugin/events$"))
+        frame = page.frame_locator("iframe[title='Events']")
+        row = frame.locator(f"#run-events tr[data-event-id='{EVENT_PAYLOAD['event_id']}']")
+        expect(row).to_contain_text(EVENT_RUN_ID)
+        expect(row).to_contain_text("orders-0 [3, 10)")
+        expect(row).to_contain_text("orders-1 [0, 4)")
+        expect(row.get_by_role("link", name="orders-loader")).to_be_visible()
+        expect(frame.locator("#run-summary")).to_have_text("1 run(s), 1 started by committed-records events")
+        expect(frame.locator("#run-transactions")).to_contain_text(COMMITTED)
+        assert not page.errors, page.errors
     except BaseException:
         page.failed = True
         raise

@@ -235,3 +235,48 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:  # the whole group has exited
         pass
+
+
+#: the committed-records event the UI tests attach to a run of ``ui.pipeline``
+EVENT_RUN_ID = "asset_triggered__ui_events_1"
+EVENT_PAYLOAD = {
+    "kind": "txn_broker.committed_records", "event_id": "e" * 32, "group_id": GROUP, "topics": ["orders"],
+    "ranges": [{"topic": "orders", "partition": 0, "start": 3, "end": 10},
+               {"topic": "orders", "partition": 1, "start": 0, "end": 4}], "offsets": 11,
+}
+
+_SEED_EVENT_RUN = """
+import json, sys
+import pendulum
+from airflow.models.asset import AssetEvent, AssetModel
+from airflow.models.dagrun import DagRun
+from airflow.utils.session import create_session
+from airflow.utils.state import DagRunState
+from airflow.utils.types import DagRunTriggeredByType, DagRunType
+
+payload, run_id = json.loads(sys.argv[1]), sys.argv[2]
+now = pendulum.now("UTC")
+with create_session() as session:
+    if session.query(DagRun).filter_by(dag_id="ui.pipeline", run_id=run_id).count():
+        sys.exit(0)  # seeded by an earlier test
+    asset = AssetModel(uri="txn-committed://txn_broker_default/orders/" + payload["group_id"],
+                       name="orders committed", group="txn_topic")
+    session.add(asset)
+    session.flush()
+    event = AssetEvent(asset_id=asset.id, extra={"from_trigger": True, "payload": payload}, timestamp=now)
+    session.add(event)
+    session.flush()
+    run = DagRun(dag_id="ui.pipeline", run_id=run_id, run_type=DagRunType.ASSET_TRIGGERED,
+                 state=DagRunState.SUCCESS, logical_date=None, run_after=now, start_date=now,
+                 triggered_by=DagRunTriggeredByType.ASSET)
+    run.consumed_asset_events.append(event)
+    session.add(run)
+"""
+
+
+def seed_event_run(server: AirflowUIServer) -> None:
+    """A DAG run of ``ui.pipeline`` started by a committed-records asset event, written
+    through Airflow's own ORM into the api-server's metadata database (once)."""
+    proc = subprocess.run([sys.executable, "-c", _SEED_EVENT_RUN, json.dumps(EVENT_PAYLOAD), EVENT_RUN_ID],
+                          env=server.env, capture_output=True, text=True, timeout=120, cwd=server.home)
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -40,8 +40,9 @@ class LazyApp:
 #: ``AirflowPlugin.fastapi_apps``
 FASTAPI_APPS = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "txn_broker transactions"}]
 
-#: ``AirflowPlugin.external_views``: the navigation entry and the task-instance tab. The UI
-#: replaces ``{DAG_ID}``, ``{TASK_ID}`` and (for mapped task instances) ``{MAP_INDEX}``.
+#: ``AirflowPlugin.external_views``: the navigation entry, the task-instance tab and the DAG
+#: run tab (the committed-records events that started the run). The UI replaces ``{DAG_ID}``,
+#: ``{RUN_ID}``, ``{TASK_ID}`` and (for mapped task instances) ``{MAP_INDEX}``.
 EXTERNAL_VIEWS = [
     {
         "name": "Transactions",
@@ -56,6 +57,13 @@ EXTERNAL_VIEWS = [
         "href": f"{URL_PREFIX}/task-instance?dag_id={{DAG_ID}}&task_id={{TASK_ID}}&map_index={{MAP_INDEX}}",
         "destination": "task_instance",
         "url_route": "transaction",
+        "icon": f"{URL_PREFIX}/static/icon.svg",
+    },
+    {
+        "name": "Events",
+        "href": f"{URL_PREFIX}/dag-run?dag_id={{DAG_ID}}&run_id={{RUN_ID}}",
+        "destination": "dag_run",
+        "url_route": "events",
         "icon": f"{URL_PREFIX}/static/icon.svg",
     },
 ]

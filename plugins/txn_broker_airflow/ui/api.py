@@ -134,6 +134,24 @@ def task_instance(
         b, dag_id, task_id, index if index is not None and index >= 0 else None, dags))
 
 
+@router.get("/dag-runs/{dag_id}/events",
+            summary="The committed-records events that started a DAG's runs (one run with run_id)")
+def dag_run_events(
+    request: Request,
+    dag_id: str,
+    user: UserDep,
+    run_id: Annotated[str, Query(max_length=250)] = "",
+) -> dict[str, Any]:
+    from .runs import dag_run_events as find
+
+    if dag_id not in visible_dag_ids(user):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"DAG {dag_id!r} not found")
+    try:
+        return find(dag_id, run_id or None)
+    except LookupError as error:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from None
+
+
 @router.get("/topics", summary="Topics with totals over their partitions")
 def topics(request: Request, user: UserDep) -> dict[str, Any]:
     return _call(request, views.list_topics)

@@ -64,6 +64,11 @@ def task_instance_page(request: Request, user: UserDep, dag_id: str = "", task_i
                    map_index=map_index)
 
 
+@router.get("/dag-run", response_class=HTMLResponse)
+def dag_run_page(request: Request, user: UserDep, dag_id: str = "", run_id: str = "") -> HTMLResponse:
+    return _render(request, user, "dag_run", f"{dag_id} {run_id}".strip(), dag_id=dag_id, run_id=run_id)
+
+
 @router.get("/topics", response_class=HTMLResponse)
 def topics_page(request: Request, user: UserDep) -> HTMLResponse:
     return _render(request, user, "topics", "Topics")

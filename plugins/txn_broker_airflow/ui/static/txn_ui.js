@@ -437,6 +437,38 @@
     });
   }
 
+  // -- DAG run: the committed-records events that started it ------------------------------
+
+  function loadDagRun() {
+    var dagId = body.dataset.dagId || "", runId = body.dataset.runId || "";
+    var query = /^\{.*\}$/.test(runId) || !runId ? "" : "?run_id=" + enc(runId);
+    return api("/dag-runs/" + enc(dagId) + "/events" + query).then(function (r) {
+      var rows = [];
+      r.runs.forEach(function (run) {
+        var events = run.events.length ? run.events : [null];
+        events.forEach(function (e, i) {
+          rows.push(el("tr", {"data-run-id": run.run_id, "data-event-id": e && e.event_id ? e.event_id : null},
+            el("td", {class: "mono"}, i === 0 ? run.run_id : ""), el("td", null, i === 0 ? run.state : ""),
+            el("td", {class: "mono"}, e ? (e.event_id || (e.source ? "task " + e.source : "asset event")) : "none"),
+            el("td", {class: "mono"}, e && e.group_id ? link(groupHref(e.group_id), e.group_id) : "–"),
+            el("td", {class: "mono"}, e && e.ranges.length ? e.ranges.map(function (x, k) {
+              return [k ? ", " : "", tpLink(x.topic, x.partition), " [" + x.start + ", " + x.end + ")"];
+            }) : "–"),
+            el("td", {class: "num"}, e ? num(e.offsets) : "–"),
+            el("td", {class: "mono break"}, e ? e.asset_uri : "")));
+        });
+      });
+      var tbody = $("run-events");
+      if (!rows.length) emptyRow(tbody, 7, "No run yet.");
+      else tbody.replaceChildren.apply(tbody, rows);
+      var started = r.runs.filter(function (run) { return run.event_ids.length; }).length;
+      $("run-summary").textContent = r.runs.length + " run(s), " + started + " started by committed-records events";
+      $("run-transactions").replaceChildren.apply($("run-transactions"), r.transactional_ids.map(function (t, i) {
+        return [i ? ", " : "", link(txnHref(t), t, "mono")];
+      }));
+    });
+  }
+
   // -- Topics -----------------------------------------------------------------------------
 
   function lagBar(lag, total) {
@@ -544,7 +576,7 @@
 
   var VIEWS = {
     transactions: loadTransactions, transaction: loadTransaction, task_instance: loadTaskInstance,
-    topics: loadTopics, topic: loadTopic, groups: loadGroups, group: loadGroup
+    topics: loadTopics, topic: loadTopic, groups: loadGroups, group: loadGroup, dag_run: loadDagRun
   };
   var NO_REFRESH = {task_instance: true};
 
