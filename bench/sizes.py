@@ -33,12 +33,13 @@ class Sizes:
     concurrency_seconds: int = _f(8, "case 7: seconds each producer count runs")
     spark_rows: int = _f(1_000_000, "case 8: rows through the Spark stage")
     spark_reps: int = _f(3, "case 8: interleaved repetitions of each Spark stage")
+    kafka_mb: int = _f(32, "case 9: MB produced and consumed through the Kafka protocol per repetition")
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(reps=3, produce_mb=32, small_appends=15, large_rows=200_000, large_reps=2, commit_samples=30,
                    consume_mb=32, scale_partitions=1_000, scale_segments=100_000, scale_points=3, scale_samples=20,
-                   concurrency_seconds=3, spark_rows=100_000, spark_reps=1)
+                   concurrency_seconds=3, spark_rows=100_000, spark_reps=1, kafka_mb=8)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

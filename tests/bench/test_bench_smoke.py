@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--quick", "--reps", "1", "--produce-mb", "2", "--txn-mb", "1", "--small-appends", "2", "--large-rows", "2000",
         "--large-reps", "1", "--commit-samples", "2", "--consume-mb", "2", "--scale-partitions", "20",
         "--scale-segments", "400", "--scale-points", "2", "--scale-samples", "2", "--max-producers", "2",
-        "--concurrency-seconds", "1", "--spark-rows", "2000"]
+        "--concurrency-seconds", "1", "--spark-rows", "2000", "--kafka-mb", "1"]
 
 
 def run_bench(tmp_path: Path, *args: str) -> dict:
@@ -100,3 +100,12 @@ def test_the_spark_stage_adapter_fits_the_stage_module(tmp_path):
     assert figure.value == pytest.approx(0.5) and figure.spread == (0.5, 1.0)
     assert figure.target == TARGET and figure.met is False
     assert result.notes == ["a note"] and result.sizes.startswith("10 rows")
+
+
+def test_the_kafka_protocol_case(tmp_path):
+    """Case 9: confluent-kafka through a real `txn-broker serve` against the Python API."""
+    run = run_bench(tmp_path, "--backends", "sqlite", "--cases", "9")
+    check_figures(run, {9})
+    names = {f["name"] for r in run["results"] for f in r["figures"]}
+    assert {"idempotent produce, Kafka client / Python API", "read_committed consume, Kafka client / Python API",
+            "commit p99 through the protocol (10 records)"} <= names

@@ -1,0 +1,238 @@
+"""Case 9: Kafka's own client (confluent-kafka, librdkafka) through ``txn-broker serve``
+against the Python API on the same data, in the same run. Target: the protocol path ≥ 0.5×
+the Python API's throughput, for idempotent produce, transactional produce and
+``read_committed`` consume; commit latency p50/p99 through the protocol is reported next
+to case 4's.
+
+Data: incompressible 1 KB records (16-byte key, the rest value) in a topic of Kafka's
+record shape, one partition. Each variant writes ``kafka_mb`` into a topic of its own:
+the Python API as a user writes it (the idempotent producer flushes once at the end, the
+transactional one commits every ``txn_mb``), confluent-kafka produces the same records one
+``produce()`` call each (as a Kafka application does) with the same transaction size, and
+flushes or commits the same way. Consume reads the whole topic at ``read_committed`` with
+the Python consumer (polls of the default size) and with a confluent-kafka consumer
+(``consume()`` in batches of 500), both assigned the partition, until every record has
+arrived. The listener runs in its own
+process; its start-up is not timed."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from . import data
+from .harness import CaseResult, Target, interleaved, latency_figure, mb, throughput_ratio
+from .servers import Backend
+from .sizes import Sizes
+from .workload import drop_topic, unique
+
+TITLE = "Kafka clients through txn-broker serve vs the Python API"
+TARGET = Target(">=", 0.5)
+SMALL_TXN_RECORDS = 10
+
+
+class Listener:
+    """``txn-broker serve`` on a free loopback port, in its own process group."""
+
+    def __init__(self, backend: Backend, log_path: Any) -> None:
+        env = {**os.environ, **backend.env, "TXN_BROKER_DATABASE_URL": backend.database_url,
+               "TXN_BROKER_STORAGE_URL": backend.storage_url}
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([sys.executable, "-m", "txn_broker.cli", "serve", "--listen", "127.0.0.1:0"],
+                                     env=env, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if not match:
+            self.stop()
+            raise RuntimeError(f"txn-broker serve did not start ({line!r}); see {log_path}")
+        self.bootstrap = f"127.0.0.1:{match.group(1)}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._log.close()
+
+
+def _chunks(sizes: Sizes) -> list[pa.Table]:
+    return data.record_chunks(sizes.kafka_mb * 1_000_000, sizes.txn_mb * 1_000_000, sizes.record_bytes)
+
+
+def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> CaseResult:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    chunks = _chunks(sizes)
+    pairs = [list(zip(c.column("key").to_pylist(), c.column("value").to_pylist(), strict=True)) for c in chunks]
+    total = sum(c.num_rows for c in chunks)
+    nbytes = sum(c.nbytes for c in chunks)
+    result = CaseResult(9, TITLE, backend.name, sizes=(
+        f"{mb(nbytes)} per repetition ({total:,} records of {sizes.record_bytes} B, incompressible), transactions "
+        f"of {mb(sizes.txn_mb * 1_000_000)}, one partition; {sizes.commit_samples} small commits "
+        f"({SMALL_TXN_RECORDS} records) through the protocol"))
+    broker = backend.connect()
+    listener = Listener(backend, backend.root / f"serve-{unique('c9')}.log")
+    topics: list[str] = []
+    common = {"bootstrap.servers": listener.bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+              "message.max.bytes": 8_000_000, "queue.buffering.max.kbytes": 1_048_576}
+
+    def topic() -> str:
+        name = unique("c9")
+        broker.create_topic(name, partitions=1)  # Kafka's record shape: key, value, headers
+        topics.append(name)
+        return name
+
+    # the Python API sends the same records with no headers, as the Kafka client does
+    headers = broker.describe_topic(topic()).schema.field("headers").type
+    chunks = [c.append_column("headers", pa.nulls(c.num_rows, headers)) for c in chunks]
+
+    def py_idempotent() -> float:
+        name, producer = topic(), broker.producer()
+        start = time.perf_counter()
+        for chunk in chunks:
+            producer.send(name, chunk, partition=0)
+        producer.flush()
+        return time.perf_counter() - start
+
+    def py_transactional() -> float:
+        name, producer = topic(), broker.producer(transactional_id=unique("c9-py"))
+        producer.init_transactions()
+        start = time.perf_counter()
+        for chunk in chunks:
+            with producer.transaction():
+                producer.send(name, chunk, partition=0)
+        elapsed = time.perf_counter() - start
+        producer.close()
+        return elapsed
+
+    def kafka_idempotent() -> float:
+        name, producer = topic(), Producer({**common, "enable.idempotence": True})
+        start = time.perf_counter()
+        for chunk in pairs:
+            for key, value in chunk:
+                _produce(producer, name, key, value)
+        remaining = producer.flush(120)
+        elapsed = time.perf_counter() - start
+        if remaining:
+            raise RuntimeError(f"{remaining} records not delivered through the protocol")
+        return elapsed
+
+    def kafka_transactional() -> float:
+        name = topic()
+        producer = Producer({**common, "transactional.id": unique("c9-kafka")})
+        producer.init_transactions(30)
+        start = time.perf_counter()
+        for chunk in pairs:
+            producer.begin_transaction()
+            for key, value in chunk:
+                _produce(producer, name, key, value)
+            producer.commit_transaction(120)
+        return time.perf_counter() - start
+
+    produced: dict[str, str] = {}
+
+    def filled() -> str:
+        """One topic written once (transactionally) for the consume variants."""
+        if "topic" not in produced:
+            produced["topic"] = topic()
+            producer = broker.producer(transactional_id=unique("c9-fill"))
+            producer.init_transactions()
+            for chunk in chunks:
+                with producer.transaction():
+                    producer.send(produced["topic"], chunk, partition=0)
+            producer.close()
+        return produced["topic"]
+
+    def py_consume() -> float:
+        name = filled()
+        consumer = broker.consumer()
+        start = time.perf_counter()
+        consumer.subscribe([name])
+        seen = 0
+        while seen < total:
+            seen += consumer.poll(timeout_s=5).num_rows
+        return time.perf_counter() - start
+
+    def kafka_consume() -> float:
+        name = filled()
+        consumer = Consumer({"bootstrap.servers": listener.bootstrap, "group.id": unique("c9-g"),
+                             "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+        start = time.perf_counter()
+        # assigned, as the Python consumer is: the group's join protocol is not timed
+        consumer.assign([KafkaPartition(name, 0, OFFSET_BEGINNING)])
+        seen = 0
+        deadline = time.monotonic() + 300
+        while seen < total and time.monotonic() < deadline:
+            # consume() waits for a full batch or its timeout: batches smaller than a fetch
+            for message in consumer.consume(500, 0.5):
+                if message.error() is None:
+                    seen += 1
+        elapsed = time.perf_counter() - start
+        consumer.close()
+        if seen < total:
+            raise RuntimeError(f"the Kafka consumer read {seen} of {total} records")
+        return elapsed
+
+    try:
+        produce = interleaved({"py-idempotent": py_idempotent, "kafka-idempotent": kafka_idempotent,
+                               "py-transactional": py_transactional, "kafka-transactional": kafka_transactional},
+                              sizes.reps, progress=progress)
+        consume = interleaved({"py-consume": py_consume, "kafka-consume": kafka_consume}, sizes.reps,
+                              progress=progress)
+        latencies = _commit_latencies(Producer, common, topic(), sizes.commit_samples)
+    finally:
+        listener.stop()
+        for name in topics:
+            drop_topic(broker, name)
+        broker.close()
+    result.add(throughput_ratio("idempotent produce, Kafka client / Python API", produce["py-idempotent"],
+                                produce["kafka-idempotent"], TARGET))
+    result.add(throughput_ratio("transactional produce, Kafka client / Python API", produce["py-transactional"],
+                                produce["kafka-transactional"], TARGET))
+    result.add(throughput_ratio("read_committed consume, Kafka client / Python API", consume["py-consume"],
+                                consume["kafka-consume"], TARGET))
+    result.add(latency_figure("commit p50 through the protocol (10 records)", latencies, 50))
+    result.add(latency_figure("commit p99 through the protocol (10 records)", latencies, 99))
+    return result
+
+
+def _produce(producer: Any, topic: str, key: bytes, value: bytes) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, partition=0)
+            return
+        except BufferError:  # librdkafka's queue is full: let it drain, as applications do
+            producer.poll(0.05)
+
+
+def _commit_latencies(producer_class: Any, common: dict[str, Any], topic: str, samples: int) -> list[float]:
+    """commit_transaction() of small transactions through the protocol, the records
+    delivered before the clock starts (as case 4 times the commit alone)."""
+    producer = producer_class({**common, "linger.ms": 0, "transactional.id": unique("c9-lat")})
+    producer.init_transactions(30)
+    value = os.urandom(1008)
+    latencies = []
+    for i in range(samples + 1):
+        producer.begin_transaction()
+        for n in range(SMALL_TXN_RECORDS):
+            producer.produce(topic, value=value, key=f"{i}-{n}".encode(), partition=0)
+        producer.flush(30)
+        start = time.perf_counter()
+        producer.commit_transaction(30)
+        if i:  # the first is a warm-up
+            latencies.append(time.perf_counter() - start)
+    return latencies
