@@ -160,7 +160,8 @@ def write_plots(run: dict[str, Any], directory: Path) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     results = [r for r in run["results"] if r["status"] == "ok"]
     out: dict[str, Path] = {}
-    for key, plot in (("throughput", _plot_throughput), ("case3", _plot_peers), ("case4", _plot_commit),
+    for key, plot in (("throughput", _plot_throughput), ("case1", _plot_overhead), ("case3", _plot_peers),
+                      ("case4", _plot_commit),
                       ("case6", _plot_scale), ("case7", _plot_concurrency)):
         path = directory / f"{key}.png"
         if plot(results, path):
@@ -202,6 +203,32 @@ def _plot_throughput(results: list[dict[str, Any]], path: Path) -> bool:
     ax.invert_yaxis()
     ax.axvline(1.0, color="grey", linestyle=":")
     ax.set_xlabel("throughput ratio, candidate / baseline (red: target; line: spread)")
+    return _save(fig, path)
+
+
+def _plot_overhead(results: list[dict[str, Any]], path: Path) -> bool:
+    """Case 1: throughput ratio against transaction duration, Kafka's overhead curve."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in results if r["case"] == 1 and r["series"].get("curve")]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in rows:
+        points = r["series"]["curve"]
+        xs = [p["duration_ms"] for p in points]
+        ax.plot(xs, [p["ratio"] for p in points], "-o", color=COLORS.get(r["backend"]),
+                label=BACKEND_NAMES.get(r["backend"], r["backend"]))
+        for x, p in zip(xs, points, strict=True):
+            if p["spread"]:
+                ax.plot([x, x], p["spread"], color=COLORS.get(r["backend"]), linewidth=1)
+    ax.plot([100, 1000], [0.97, 0.99], "rx", markersize=10, label="targets")
+    ax.set_xscale("log")
+    ax.set_xticks([10, 100, 1000], ["10 ms", "100 ms", "1 s"])
+    ax.axhline(1.0, color="grey", linestyle=":")
+    ax.set_xlabel("transaction duration (data work per transaction)")
+    ax.set_ylabel("throughput, transactional / idempotent")
+    ax.legend(fontsize=8)
     return _save(fig, path)
 
 

@@ -16,6 +16,7 @@ def _f(default: int, help: str) -> int:
 class Sizes:
     reps: int = _f(5, "interleaved repetitions of each ratio measurement")
     produce_mb: int = _f(128, "cases 1, 2: MB produced per repetition")
+    max_txn_mb: int = _f(1024, "case 1: the largest transaction of the overhead curve, MB")
     txn_mb: int = _f(8, "cases 1, 2, 5: MB per transaction")
     record_bytes: int = _f(1024, "cases 1, 2, 5, 7: bytes per record")
     small_rows: int = _f(1_000, "case 3: rows per small append")
