@@ -178,3 +178,30 @@ def test_owner_role_connection_gets_one_warning(airflow_env, pg_server, tmp_path
         assert not any(SECRET in text for text in output)
     finally:
         pg_server.drop_database(name)
+
+
+def test_plugins_folder_file_defers_to_the_installed_entry_point(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """plugins/txn_broker_airflow_plugin.py, loaded the way Airflow's plugins manager loads
+    plugin files: it exposes the plugin class only when no installed distribution registers
+    it through the airflow.plugins entry point (this checkout is installed, so it does)."""
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    from txn_broker_airflow import plugin
+
+    def plugin_classes() -> list[str]:
+        path = Path(__file__).resolve().parents[2] / "plugins" / "txn_broker_airflow_plugin.py"
+        loader = importlib.machinery.SourceFileLoader(f"plugin_file_{uuid.uuid4().hex}", str(path))
+        spec = importlib.util.spec_from_loader(loader.name, loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return [name for name, value in vars(module).items()
+                if isinstance(value, type) and issubclass(value, plugin.AirflowPlugin)]
+
+    assert plugin.registered_by_entry_point()
+    assert plugin_classes() == []  # the entry point registers it
+    monkeypatch.setattr(plugin, "entry_points", lambda group: [])  # a checkout that is not installed
+    assert not plugin.registered_by_entry_point()
+    assert plugin_classes() == ["TxnBrokerAirflowPlugin"]
