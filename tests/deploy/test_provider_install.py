@@ -176,7 +176,7 @@ def provider_venv(wheel: Path, timings: dict[str, float]) -> Path:
     started = time.monotonic()
     with open(CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time (parallel test workers)
-        if not (venv / ".complete").exists():
+        if not ((venv / ".complete").exists() and (venv / "bin" / "python").exists()):
             for old in CACHE.iterdir():
                 if old.is_dir():
                     shutil.rmtree(old)
