@@ -28,16 +28,19 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17 \
 
 USER airflow
 WORKDIR /opt/txn_broker
-# The project and its pinned dependency set. sql/ is packaged as txn_broker.sql, and
-# setuptools reads README.md for the package's long description.
+# The project and its pinned dependency set. sql/ is packaged as txn_broker.sql, the
+# Airflow layer plugins/txn_broker_airflow/ as txn_broker_airflow (the provider and its
+# plugin, registered by entry points), and setuptools reads README.md for the package's
+# long description.
 COPY --chown=airflow:0 pyproject.toml constraints.txt README.md ./
 COPY --chown=airflow:0 txn_broker/ txn_broker/
 COPY --chown=airflow:0 sql/ sql/
+COPY --chown=airflow:0 plugins/txn_broker_airflow/ plugins/txn_broker_airflow/
 # apache-airflow is pinned by the [airflow] extra and by constraints.txt to the base
 # image's version, so pip keeps the image's Airflow and only adds what we need.
 RUN --mount=type=cache,target=/tmp/.cache/pip,uid=50000,gid=0 \
     pip install -c constraints.txt ".[airflow,spark]" \
-    && python -c "import txn_broker, txn_broker.sql, pyspark; print('txn_broker', pyspark.__version__)" \
+    && python -c "import txn_broker, txn_broker.sql, txn_broker_airflow.provider_info, pyspark; print('txn_broker', pyspark.__version__)" \
     && txn-broker --help >/dev/null
 
 COPY --chown=airflow:0 docker/airflow/ /opt/txn_broker/docker/airflow/

@@ -47,4 +47,4 @@ chaos: install
 	$(PY) -m pytest tests/chaos -m chaos $(ARGS)
 
 clean:
-	rm -rf $(VENV) .txn_broker .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-provider-test .txn_broker .pytest_cache .mypy_cache .ruff_cache

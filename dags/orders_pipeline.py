@@ -25,19 +25,19 @@ batch: a day's revenue is the sum of its rows.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
+from txn_broker_airflow.examples import spark_apps_dir
 from txn_broker_airflow.operators.produce import ProduceToTopicOperator
 from txn_broker_airflow.operators.topic_to_postgres import TopicToPostgresOperator
 from txn_broker_airflow.operators.transactional_spark import TransactionalSparkOperator
 
-SPARK_APPS = Path(os.environ.get("TXN_BROKER_SPARK_APPS") or Path(__file__).resolve().parents[1] / "spark_apps")
+# the stage files: $TXN_BROKER_SPARK_APPS, else spark_apps/ beside this file or beside its folder
+SPARK_APPS = spark_apps_dir(__file__)
 TOPICS = ("orders_raw", "orders_clean", "revenue_daily")
 
 with DAG(

@@ -1,23 +1,18 @@
-"""The Airflow plugin of txn_broker: registers the failure listener.
+"""The txn_broker Airflow plugin, for deployments that mount this ``plugins/`` folder as
+Airflow's plugins folder (the compose stack) instead of, or as well as, installing the
+``txn-broker`` package.
 
-Airflow imports every ``.py`` file of the plugins folder as a module; this is the only one
-of the ``txn_broker_airflow`` layer it should (``txn_broker_airflow/.airflowignore`` keeps
-it out of the package itself). Operators, sensors and the hook need no registration:
-DAGs import them from ``txn_broker_airflow``, and the connection type comes from the
-``txn-broker`` provider entry point (``txn_broker/airflow_provider.py``).
+Airflow imports every ``.py`` file of the plugins folder as a module and registers the
+AirflowPlugin classes it finds in it; this is the only file of the ``txn_broker_airflow``
+layer it should import (``txn_broker_airflow/.airflowignore`` keeps the package itself out
+of that scan). The plugin class lives in ``txn_broker_airflow/plugin.py``. When the
+installed package registers it through its ``airflow.plugins`` entry point, this file
+exposes nothing, so the plugin and its listener are registered once (see that module).
 """
 
 from __future__ import annotations
 
-from airflow.plugins_manager import AirflowPlugin
-from txn_broker_airflow.listeners import failure_listener
-from txn_broker_airflow.ui import EXTERNAL_VIEWS, FASTAPI_APPS
+from txn_broker_airflow import plugin as _plugin
 
-
-class TxnBrokerAirflowPlugin(AirflowPlugin):
-    name = "txn_broker_airflow"
-    listeners = [failure_listener]
-    # the Transactions page (txn_broker_airflow/ui): its app, its navigation entry and
-    # the task-instance tab; built lazily, so other Airflow processes import nothing heavy
-    fastapi_apps = FASTAPI_APPS
-    external_views = EXTERNAL_VIEWS
+if not _plugin.registered_by_entry_point():
+    TxnBrokerAirflowPlugin = _plugin.TxnBrokerAirflowPlugin

@@ -9,6 +9,7 @@ grants after it applied a migration, so a new table never lacks its privileges.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed as txn_broker.sql
 from .database import Database, Tx
@@ -110,3 +111,64 @@ def create_login(db: Database, user: str, password: str, role: str) -> None:
         tx.raw(_FORGET_LOGIN)
 
     db.run(work)
+
+
+# -- which role a connection uses ------------------------------------------------------------
+
+_SESSION_ROLE = """SELECT session_user AS login, current_user AS role,
+       COALESCE((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false) AS superuser,
+       t.tableowner AS table_owner,
+       COALESCE(pg_has_role(current_user, t.tableowner, 'MEMBER'), false) AS owns_tables
+FROM (SELECT 1) AS one
+LEFT JOIN pg_tables AS t ON t.schemaname = current_schema() AND t.tablename = 'topics'"""
+
+
+@dataclass(frozen=True)
+class SessionRole:
+    """Who a database connection is: the login, the role it acts as (``SET ROLE`` may switch
+    it), and whether that role is a superuser or owns the broker's tables."""
+
+    login: str
+    role: str
+    superuser: bool
+    #: the role owning the broker's tables (None before the migrations ran)
+    table_owner: str | None
+    owns_tables: bool
+
+    @property
+    def privileged(self) -> bool:
+        """More than a client needs: the schema's owner (it may alter or drop the tables,
+        rewrite the transaction log) or a superuser."""
+        return self.superuser or self.owns_tables
+
+    def describe(self) -> str:
+        """``login 'x' (role 'y', which owns the broker's tables)``: names only, never a secret."""
+        acting = f"role {self.role!r}, " if self.role != self.login else ""
+        if self.superuser:
+            what = "a superuser"
+        elif self.table_owner == self.role:
+            what = "which owns the broker's tables"
+        else:
+            what = f"a member of {self.table_owner!r}, which owns the broker's tables"
+        return f"login {self.login!r} ({acting}{what})"
+
+
+def session_role(db: Database) -> SessionRole | None:
+    """The role ``db``'s connections use, or None on SQLite (no users)."""
+    if db.dialect != "postgresql":
+        return None
+    row = db.read(lambda tx: tx.raw(_SESSION_ROLE).mappings().one())
+    return SessionRole(login=str(row["login"]), role=str(row["role"]), superuser=bool(row["superuser"]),
+                       table_owner=row["table_owner"], owns_tables=bool(row["owns_tables"]))
+
+
+def privileged_role_warning(db: Database) -> str | None:
+    """A warning when ``db`` is reached as the schema's owner or a superuser rather than a
+    login of the least-privilege client role; None when the role is fine (or on SQLite).
+    Names roles only, never a password."""
+    role = session_role(db)
+    if role is None or not role.privileged:
+        return None
+    return (f"the broker database is reached as {role.describe()}: producers, consumers and "
+            f"tasks should use a login of the least-privilege client role ({CLIENT} unless "
+            f"renamed, see sql/roles.sql); keep the owner role for migrations (txn-broker db upgrade)")

@@ -3,6 +3,7 @@ Spark stages in ``spark_apps/pipeline.py`` (one place for schemas, partitions an
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -10,6 +11,20 @@ from types import ModuleType
 import pyarrow as pa
 
 from .loading import load_file_module
+from .stage_runner import SPARK_APPS_ENV
+
+
+def spark_apps_dir(dag_file: str | Path) -> Path:
+    """Where an example DAG finds its stage files: ``$TXN_BROKER_SPARK_APPS``; else
+    ``spark_apps/`` in the DAG file's own folder (a deployed DAGs folder: copy ``dags/*.py``
+    and ``spark_apps/`` into it, see docs/airflow.md); else the ``spark_apps/`` next to that
+    folder (this repository, where ``dags/`` and ``spark_apps/`` are siblings)."""
+    configured = os.environ.get(SPARK_APPS_ENV)
+    if configured:
+        return Path(configured)
+    folder = Path(dag_file).resolve().parent
+    beside = folder / "spark_apps"
+    return beside if beside.is_dir() else folder.parent / "spark_apps"
 
 
 def pipeline_module(spark_apps: str | Path) -> ModuleType:

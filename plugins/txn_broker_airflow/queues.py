@@ -4,7 +4,7 @@
 queue providers through Airflow's ``ProvidersManager``: every installed provider may list
 classes under ``"queues"`` in its provider info, and ``MessageQueueTrigger`` picks the one
 whose ``scheme_matches(scheme)`` (or, deprecated, ``queue_matches(queue)``) is true. The
-``txn-broker`` provider info (``txn_broker.airflow_provider``) lists this class, so both work:
+``txn-broker`` provider info (``txn_broker_airflow.provider_info``) lists this class, so both work:
 
     MessageQueueTrigger(scheme="txn_broker", topics=["orders_raw"], group_id="orders_events.accept")
     MessageQueueTrigger(queue="txn_broker://txn_broker_default/orders_raw,orders_more?group_id=g")

@@ -118,3 +118,90 @@ def test_airflow_discovers_connection_type_and_plugin(airflow_site) -> None:  # 
     assert "extra__txn_broker__database_url" in form["widgets"]
     assert "extra__txn_broker__aws_secret_access_key" in form["widgets"]
     assert set(form["behaviour"]["hidden_fields"]) == {"host", "schema", "login", "password", "port"}
+
+
+def test_owner_role_connection_gets_one_warning(airflow_env, pg_server, tmp_path, monkeypatch, capfd) -> None:  # type: ignore[no-untyped-def]
+    """A connection whose database URL logs in as the schema's owner (or a superuser) works,
+    but the hook warns once per process, naming the login and role and never the password;
+    a login of the client role gets no warning. (The hook logs through Airflow's structlog,
+    which writes to the process's output.)"""
+    from txn_broker_airflow.hooks import txn_broker as hook_module
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    from txn_broker.database import Database
+    from txn_broker.migrations import upgrade
+    from txn_broker.roles import CLIENT, OWNER, apply_roles, create_login
+
+    suffix = uuid.uuid4().hex[:8]
+    admin = Database(pg_server.url("postgres"))
+    apply_roles(admin)
+    logins = {}
+    for role in (OWNER, CLIENT):
+        user, password = f"{role.split('_')[-1]}_{suffix}", f"{SECRET}-{role}"
+        create_login(admin, user, password, role)
+        logins[role] = (user, password)
+    admin.dispose()
+    name = f"hookroles_{suffix}"
+    pg_server.admin(f'CREATE DATABASE "{name}" OWNER {OWNER}',
+                    f'ALTER ROLE "{logins[OWNER][0]}" IN DATABASE "{name}" SET role = {OWNER}')
+    urls = {role: f"postgresql+psycopg2://{user}:{password}@{pg_server.host}:{pg_server.port}/{name}"
+            for role, (user, password) in logins.items()}
+    upgrade(urls[OWNER])  # migrations as the owner; they grant the client role its privileges
+    storage = (tmp_path / "segments").as_uri()
+    monkeypatch.setattr(hook_module, "_ROLE_CHECKED", set())
+    output: list[str] = []
+
+    def connect(conn_id: str, url: str) -> list[str]:
+        set_connection(monkeypatch, conn_id, database_url=url, storage_url=storage)
+        capfd.readouterr()
+        hook = TxnBrokerHook(conn_id)
+        try:
+            hook.get_conn().list_topics()
+        finally:
+            hook.close()
+        captured = capfd.readouterr()
+        output.append(captured.out + captured.err)
+        return [line for line in (captured.out + captured.err).splitlines()
+                if "warning" in line and "least-privilege" in line]
+
+    try:
+        warned = connect("tb_owner", urls[OWNER])
+        assert len(warned) == 1, warned
+        assert f"login {logins[OWNER][0]!r}" in warned[0] and f"role {OWNER!r}" in warned[0]
+        assert "connection 'tb_owner'" in warned[0] and CLIENT in warned[0]
+        assert "txn_broker" in output[0]  # the capture sees the hook's log
+        assert logins[OWNER][1] not in output[0] and SECRET not in output[0]
+        assert connect("tb_owner", urls[OWNER]) == []  # once per process
+        assert connect("tb_client", urls[CLIENT]) == []  # the right role: silent
+        superuser = connect("tb_admin", pg_server.url(name))
+        assert len(superuser) == 1 and "a superuser" in superuser[0]
+        assert not any(SECRET in text for text in output)
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_plugins_folder_file_defers_to_the_installed_entry_point(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """plugins/txn_broker_airflow_plugin.py, loaded the way Airflow's plugins manager loads
+    plugin files: it exposes the plugin class only when no installed distribution registers
+    it through the airflow.plugins entry point (this checkout is installed, so it does)."""
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    from txn_broker_airflow import plugin
+
+    def plugin_classes() -> list[str]:
+        path = Path(__file__).resolve().parents[2] / "plugins" / "txn_broker_airflow_plugin.py"
+        loader = importlib.machinery.SourceFileLoader(f"plugin_file_{uuid.uuid4().hex}", str(path))
+        spec = importlib.util.spec_from_loader(loader.name, loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return [name for name, value in vars(module).items()
+                if isinstance(value, type) and issubclass(value, plugin.AirflowPlugin)]
+
+    assert plugin.registered_by_entry_point()
+    assert plugin_classes() == []  # the entry point registers it
+    monkeypatch.setattr(plugin, "entry_points", lambda group: [])  # a checkout that is not installed
+    assert not plugin.registered_by_entry_point()
+    assert plugin_classes() == ["TxnBrokerAirflowPlugin"]

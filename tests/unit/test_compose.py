@@ -799,12 +799,13 @@ def dockerfile_problems(stack: Stack) -> list[str]:
             and copied.get("pyproject.toml") == posixpath.join(run_cwd, "pyproject.toml")
             and copied.get("txn_broker") == posixpath.join(run_cwd, "txn_broker")
             and copied.get("sql") == posixpath.join(run_cwd, "sql")
+            and copied.get("plugins/txn_broker_airflow") == posixpath.join(run_cwd, "plugins/txn_broker_airflow")
         )
 
     if not any(installs_project(run_cwd, words) for run_cwd, words in pip_runs):
         problems.append(
             'no `pip install -c constraints.txt ".[airflow,spark]"` runs where pyproject.toml, '
-            "constraints.txt, txn_broker/ and sql/ were copied"
+            "constraints.txt, txn_broker/, sql/ and plugins/txn_broker_airflow/ were copied"
         )
     if not dockerignore_excludes(stack.dockerignore, ".env"):
         problems.append(".dockerignore lets .env into the build context")

@@ -35,12 +35,16 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from txn_broker.airflow_provider import CONN_FIELDS, CONNECTION_TYPE, HIDDEN_FIELDS, UI_FIELD_BEHAVIOUR
+from ..provider_info import CONN_FIELDS, CONNECTION_TYPE, HIDDEN_FIELDS, UI_FIELD_BEHAVIOUR
 
 if TYPE_CHECKING:
     from txn_broker import Broker
 
 DEFAULT_CONN_ID = "txn_broker_default"
+
+#: (connection source, masked database URL) whose role this process has checked already,
+#: so the owner-role warning is logged once per process and the check costs one query
+_ROLE_CHECKED: set[tuple[str, str]] = set()
 
 #: connection extra -> environment variable the broker (and boto3) read
 _S3_ENVIRONMENT = {
@@ -132,7 +136,7 @@ class TxnBrokerHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Hide the standard fields: every setting of this connection type is an extra.
-        (Airflow 3 reads the same, declaratively, from ``txn_broker.airflow_provider``.)"""
+        (Airflow 3 reads the same, declaratively, from ``txn_broker_airflow.provider_info``.)"""
         return {
             "hidden_fields": list(HIDDEN_FIELDS),
             "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
@@ -206,7 +210,28 @@ class TxnBrokerHook(BaseHook):
             os.environ.update(config.s3_environment())
             self._broker = txn_broker.connect(config.database_url, config.storage_url, **config.settings)
             self.log.info("txn_broker: %s", config.describe())
+            self._check_role(self._broker, config)
         return self._broker
+
+    def _check_role(self, broker: Broker, config: BrokerConfig) -> None:
+        """Warn (once per process and database) when the broker's database is reached as the
+        schema's owner or a superuser instead of a login of the least-privilege client role
+        (``sql/roles.sql``). The warning names roles, never the password; a failed check is
+        no reason to fail the task."""
+        from txn_broker.database import mask_url
+        from txn_broker.roles import privileged_role_warning
+
+        key = (config.source, mask_url(broker.db.url))
+        if key in _ROLE_CHECKED:
+            return
+        _ROLE_CHECKED.add(key)
+        try:
+            warning = privileged_role_warning(broker.db)
+        except Exception as error:  # e.g. a catalog the role may not read: skip the advice
+            self.log.debug("txn_broker: role check skipped: %s", type(error).__name__)
+            return
+        if warning:
+            self.log.warning("txn_broker %s: %s", config.source, warning)
 
     def close(self) -> None:
         """Dispose of the cached Broker (its database connections)."""
