@@ -1,6 +1,7 @@
 """A Markdown table of chaos runs, for docs/reliability.md:
 
-    PYTHONPATH=tests python -m chaos.summarize $CHAOS_SUMMARY
+    PYTHONPATH=tests python -m chaos.summarize $CHAOS_SUMMARY            # a row per run
+    PYTHONPATH=tests python -m chaos.summarize --totals $CHAOS_SUMMARY   # per backend, per anomaly class
 
 One row per run (``CHAOS_SUMMARY`` holds one JSON line per run): seed, backend, seconds,
 faults injected, operations by outcome, and the anomalies found.
@@ -43,10 +44,41 @@ def table(lines: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def aggregate(lines: list[dict]) -> str:
+    """Totals per backend: runs, wall time, faults, operations by outcome, transactions
+    committed, and every anomaly class (a run passes only with zero of each)."""
+    classes = sorted({k for r in lines for k in r["anomalies"]})
+    head = ["backend", "runs", "wall time", "faults injected", "operations (ok / aborted / unknown)",
+            "transactions committed", "unknown outcomes (committed / aborted)", "records committed / polled",
+            *classes]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for backend in sorted({r["backend"] for r in lines}) + ["all"]:
+        runs = [r for r in lines if backend in ("all", r["backend"])]
+        t: Counter[str] = Counter()
+        for r in runs:
+            ops = r["stats"]["operations"]
+            t.update({"ok": ops.get("txn:ok", 0) + ops.get("send:ok", 0),
+                      "failed": ops.get("txn:fail", 0) + ops.get("send:fail", 0),
+                      "unknown": ops.get("txn:unknown", 0) + ops.get("send:unknown", 0),
+                      "commits": ops.get("txn:ok", 0), "faults": sum(r["faults"].values()),
+                      "unknown_committed": r["stats"].get("unknown_committed", 0),
+                      "unknown_aborted": r["stats"].get("unknown_aborted", 0),
+                      "committed": r["stats"]["records_committed"], "polled": r["stats"]["records_polled"],
+                      "wall": r["seconds"]})
+            t.update({f"a:{k}": v for k, v in r["anomalies"].items()})
+        rows.append(
+            f"| {backend} | {len(runs)} | {t['wall'] / 60:.0f} min | {t['faults']} | {t['ok']} / {t['failed']} / "
+            f"{t['unknown']} | {t['commits']} | {t['unknown_committed']} / {t['unknown_aborted']} | "
+            f"{t['committed']} / {t['polled']} | " + " | ".join(str(t[f"a:{k}"]) for k in classes) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
-    lines = [json.loads(line) for path in sys.argv[1:] for line in Path(path).read_text().splitlines()
-             if line.strip()]
-    print(table(lines))
+    args = sys.argv[1:]
+    totals_only = "--totals" in args
+    lines = [json.loads(line) for path in args if path != "--totals"
+             for line in Path(path).read_text().splitlines() if line.strip()]
+    print(aggregate(lines) if totals_only else table(lines))
 
 
 if __name__ == "__main__":
