@@ -345,7 +345,7 @@ def check_wheel_and_registration(site: Site) -> None:
     assert len(mine) == 1, plugins
     assert mine[0]["listeners"] == ["txn_broker_airflow.listeners.TxnBrokerFailureListener"]
     assert "txn-broker==0.1.0" in mine[0]["source"]  # the entry point, not a plugins folder
-    assert [v["name"] for v in mine[0]["external_views"]] == ["Transactions", "Transaction"]
+    assert [v["name"] for v in mine[0]["external_views"]] == ["Transactions", "Transaction", "Events"]
 
     # the connection type and its form (what `airflow providers hooks` / `widgets` print and
     # the UI renders), from the providers manager itself, in one process

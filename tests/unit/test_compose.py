@@ -95,6 +95,8 @@ NOT_FOR_THE_STACK = {
     "TXN_BROKER_FAULTS_SEED": "fault injection for the test suite",
     "TXN_BROKER_SPARK_KEEP_SESSION": "tests and the demo: stages run by dag.test() in one process share one JVM; "
                                      "under a scheduler each task is its own process",
+    "TXN_BROKER_EVENTS_POLL_INTERVAL": "the orders_events example's watcher interval; its default (5 s) suits "
+                                       "the stack, tests shorten it",
 }
 NEVER_SET = {"TXN_BROKER_FAULTS", "TXN_BROKER_FAULTS_KILL_RATE", "TXN_BROKER_FAULTS_SEED"}
 
