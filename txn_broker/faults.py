@@ -22,7 +22,9 @@ fencing transaction), sweep.after_fence (the epoch bump committed, the abort not
 and in the Spark data source: spark.before_register (the executors uploaded a write's
 segments; the driver-side commit is about to register them), spark.after_register (they
 are registered in the open transaction), spark.before_commit (``txn_stage``: the stage's
-work is done, its offsets and commit are next).
+work is done, its offsets and commit are next), spark.task_write (in an executor: a write
+task converted its input and uploads next; a ``sleep`` there keeps a stage's tasks
+running, so a test can lose an executor mid-stage).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ POINTS = (
     "spark.before_register",
     "spark.after_register",
     "spark.before_commit",
+    "spark.task_write",
 )
 
 
