@@ -76,6 +76,15 @@ SPARK_WORKER = "spark-worker"
 ADDRESSES = (("airflow-api-server", 8080), ("spark-master", 7077), ("redis", 6379))
 #: .env.example variables that name where things are: here, loopback and free ports
 LOCAL_VARIABLES = ("POSTGRES_HOST", "POSTGRES_PORT", "BROKER_S3_ENDPOINT_URL", "POSTGRES_SSLMODE")
+#: compose services started here as servers of their own, not from their compose entry
+REPLACED = {
+    "postgres": "a PostgreSQL server (tests/_servers.py) provisioned by docker/postgres/init-databases.sh",
+    "minio": "moto's S3 server",
+    "minio-init": "the bucket, created with boto3 (moto accepts any credentials)",
+    "redis": "Debian's redis-server",
+}
+#: environment variables whose value is this machine's, not the image's
+LOCAL_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
 #: the test's own settings (never the stack's): a zombie is detected in seconds
 TEST_TUNING = {
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
@@ -313,7 +322,7 @@ class Topology:
         env["HOME"] = str(self.root)
         # the Spark driver in a task and its executors talk over loopback
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
-        if "PYSPARK_PYTHON" in env:
+        if "PYSPARK_PYTHON" in env:  # LOCAL_ENV
             env["PYSPARK_PYTHON"] = sys.executable
             env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         if "PYTHONPATH" in env:  # the repository's plugins folder, as in the Airflow tests
@@ -362,16 +371,11 @@ class Topology:
         self.timings["start-up"] = time.monotonic() - started
 
     def _start(self) -> None:
-        s = self.settings
         with self.timed("postgres"):
             self.pg = PostgresServer()
         with self.timed("s3"):
             self.s3 = S3Server()
-        self.variables = {
-            **s.variables,
-            "POSTGRES_HOST": "127.0.0.1", "POSTGRES_PORT": str(self.pg.port), "POSTGRES_SSLMODE": "disable",
-            "BROKER_S3_ENDPOINT_URL": self.s3.endpoint_url,
-        }
+        self.bind(self.pg.port, self.s3.endpoint_url)
         v = self.variables
         if self.with_redis:
             redis = require_program(shutil.which("redis-server"), "redis-server", "redis-server")
@@ -392,23 +396,62 @@ class Topology:
                              "BROKER_SQL_DIR": str(REPO / "sql")})
             self.one_shot("postgres-init", ["bash", str(REPO / "docker/postgres/init-databases.sh")], init_env)
             self.s3.client().create_bucket(Bucket=v["BROKER_S3_BUCKET"])
-            self.one_shot("broker-init", [str(BIN / "txn-broker"), *self.command("broker-init")],
-                          self.environment("broker-init"))
+            self.one_shot("broker-init", *self.process("broker-init"))
         with self.timed("spark cluster"):
             self._start_spark()
         with self.timed("airflow"):
-            self.one_shot("airflow-init", self.command("airflow-init"), self.environment("airflow-init"))
+            self.one_shot("airflow-init", *self.process("airflow-init"))
             self._start_airflow()
+
+    def bind(self, postgres_port: int, s3_endpoint: str) -> None:
+        """The .env.example variables, with where PostgreSQL and S3 listen here."""
+        self.variables = {
+            **self.settings.variables,
+            "POSTGRES_HOST": "127.0.0.1", "POSTGRES_PORT": str(postgres_port), "POSTGRES_SSLMODE": "disable",
+            "BROKER_S3_ENDPOINT_URL": s3_endpoint,
+        }
+
+    def process(self, name: str) -> tuple[list[str], dict[str, str]]:
+        """The command and environment of process ``name`` (a compose service, or
+        ``<service>-<i>`` for a replica of airflow-worker or spark-worker)."""
+        service, _, replica = name.rpartition("-") if name.rpartition("-")[2].isdigit() else (name, "", "")
+        env = self.environment(service)
+        if service == "broker-init":
+            return [str(BIN / "txn-broker"), *self.command(service)], env
+        if service == "airflow-init":
+            return self.command(service), env
+        if service == SPARK_MASTER:
+            env["SPARK_LOG_DIR"] = str(self.root / "logs")
+            return [str(BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.ports[("spark-master", 7077)]), "--webui-port", str(self.spark_master_ui)], env
+        if service == SPARK_WORKER:
+            env["SPARK_WORKER_DIR"] = str(self.root / name)
+            return [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                    "--webui-port", str(free_port()), self.spark_master_url], env
+        cmd = [str(BIN / "airflow"), *self.command(service)]
+        if service == AIRFLOW_WORKER:
+            env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
+            return [*cmd, "--celery-hostname", f"{name}@127.0.0.1"], env
+        component = AIRFLOW_COMPONENTS[service]
+        if component == "api-server":
+            cmd += ["--port", str(self.ports[("airflow-api-server", 8080)]), "--host", "127.0.0.1"]
+        if component == "scheduler":
+            env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] = str(free_port())
+        if component == "triggerer":
+            env["AIRFLOW__TRIGGERER__TRIGGERER_LOG_SERVER_PORT"] = str(free_port())
+        return cmd, env
+
+    def plan(self) -> dict[str, str]:
+        """{process: compose service} of everything the runner starts from the compose file
+        (PostgreSQL, MinIO and Redis are started as servers of their own: ``REPLACED``)."""
+        names = {n: n for n in ("broker-init", "airflow-init", SPARK_MASTER, *AIRFLOW_COMPONENTS)}
+        names |= {f"{SPARK_WORKER}-{i}": SPARK_WORKER for i in range(1, self.settings.spark_workers + 1)}
+        names |= {f"{AIRFLOW_WORKER}-{i}": AIRFLOW_WORKER for i in range(1, self.settings.airflow_workers + 1)}
+        return names
 
     def _start_spark(self) -> None:
         s = self.settings
-        spark_class = str(BIN / "spark-class")
-        master_port = self.ports[("spark-master", 7077)]
-        env = self.environment(SPARK_MASTER)
-        env["SPARK_LOG_DIR"] = str(self.root / "logs")
-        master = self.spawn(SPARK_MASTER, [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                           "--port", str(master_port), "--webui-port", str(self.spark_master_ui)],
-                            env)
+        master = self.spawn(SPARK_MASTER, *self.process(SPARK_MASTER))
         _wait("the Spark master", lambda: self.spark_status() is not None, 90, master)
         for i in range(1, s.spark_workers + 1):
             self.start_spark_worker(i)
@@ -417,11 +460,7 @@ class Topology:
 
     def start_spark_worker(self, i: int) -> Service:
         name = f"{SPARK_WORKER}-{i}"
-        env = self.environment(SPARK_WORKER)
-        env["SPARK_WORKER_DIR"] = str(self.root / name)
-        cmd = [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-               "--webui-port", str(free_port()), self.spark_master_url]
-        return self.spawn(name, cmd, env)
+        return self.spawn(name, *self.process(name))
 
     def spark_status(self) -> dict[str, Any] | None:
         try:
@@ -438,16 +477,8 @@ class Topology:
         s = self.settings
         env = self.environment("airflow-api-server")
         check_redis(env["AIRFLOW__CELERY__BROKER_URL"])
-        for service, component in AIRFLOW_COMPONENTS.items():
-            env = self.environment(service)
-            cmd = [str(BIN / "airflow"), *self.command(service)]
-            if component == "api-server":
-                cmd += ["--port", str(self.ports[("airflow-api-server", 8080)]), "--host", "127.0.0.1"]
-            if component == "scheduler":
-                env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] = str(free_port())
-            if component == "triggerer":
-                env["AIRFLOW__TRIGGERER__TRIGGERER_LOG_SERVER_PORT"] = str(free_port())
-            self.spawn(service, cmd, env)
+        for service in AIRFLOW_COMPONENTS:
+            self.spawn(service, *self.process(service))
         for i in range(1, s.airflow_workers + 1):
             self.start_airflow_worker(i)
         api = self.services["airflow-api-server"]
@@ -457,11 +488,7 @@ class Topology:
 
     def start_airflow_worker(self, i: int) -> Service:
         name = f"{AIRFLOW_WORKER}-{i}"
-        env = self.environment(AIRFLOW_WORKER)
-        env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
-        cmd = [str(BIN / "airflow"), *self.command(AIRFLOW_WORKER),
-               "--celery-hostname", f"{name}@127.0.0.1"]
-        return self.spawn(name, cmd, env)
+        return self.spawn(name, *self.process(name))
 
     def celery_workers(self) -> list[str]:
         """Hostnames of the Celery workers that answer a ping through Redis."""
