@@ -38,8 +38,9 @@ from topology import AIRFLOW_WORKER, SPARK_WORKER, AirflowAPI, Topology
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark, pytest.mark.integration]
 
-#: executors sleep in each write task, so a stage's tasks are running long enough to be hit
-TASK_WRITE_SLEEP_MS = 6000
+#: executors sleep in each write task, so a stage's tasks are running long enough to be hit;
+#: each sleeping task leaves a mark (point.pid.time_ns) in the topology's marks directory
+TASK_WRITE_SLEEP_MS = 4000
 CHROMIUM = "/usr/bin/chromium"
 TIMINGS: dict[str, float] = {}
 
@@ -68,7 +69,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, topology: Topo
 @pytest.fixture(scope="module")
 def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
     root = tmp_path_factory.mktemp("topology")
-    spark_faults = {"TXN_BROKER_FAULTS": f"spark.task_write=sleep:{TASK_WRITE_SLEEP_MS}"}
+    (root / "marks").mkdir()
+    spark_faults = {"TXN_BROKER_FAULTS": f"spark.task_write=sleep:{TASK_WRITE_SLEEP_MS}@{root / 'marks'}"}
     topo = Topology(root, extra_env={SPARK_WORKER: spark_faults})
     topo.start()
     TIMINGS["start-up"] = topo.timings["start-up"]
@@ -170,6 +172,19 @@ def stage_open(topology: Topology, tid: str) -> int | None:
     return int(txn.producer_epoch) if txn.state == "Ongoing" else None
 
 
+def write_task_running(topology: Topology, since_ns: int, spark_worker: str | None = None) -> bool:
+    """A Spark write task sleeps in an executor now (marked after ``since_ns``), on
+    ``spark_worker`` if given."""
+    now = time.time_ns()
+    members = set(topology.services[spark_worker].members()) if spark_worker else None
+    for mark in (topology.root / "marks").iterdir():
+        _, pid, at = mark.name.rsplit(".", 2)
+        if since_ns <= int(at) and now - int(at) < TASK_WRITE_SLEEP_MS * 1_000_000 * 0.8 and (
+                members is None or int(pid) in members):
+            return True
+    return False
+
+
 def running_on(api: AirflowAPI, dag_id: str, run_id: str, task_id: str) -> str | None:
     ti = api.task_instances(dag_id, run_id).get(task_id) or {}
     return ti.get("hostname") if ti.get("state") == "running" else None
@@ -225,7 +240,9 @@ def celery_worker_and_spark_worker_killed(topology: Topology, api: AirflowAPI) -
     epoch = wait_for("clean_orders to open its transaction",
                      lambda: running_on(api, "orders_pipeline", run, "clean_orders") and stage_open(topology, tid),
                      600, topology, interval=0.5)
+    opened = time.time_ns()
     victim = worker_service(topology, api, "orders_pipeline", run, "clean_orders")
+    wait_for("clean_orders' write tasks", lambda: write_task_running(topology, opened), 600, topology, interval=0.2)
     topology.services[victim].signal(signal.SIGKILL)
     killed_at = time.monotonic()
 
@@ -234,9 +251,11 @@ def celery_worker_and_spark_worker_killed(topology: Topology, api: AirflowAPI) -
     wait_for("daily_revenue to open its transaction",
              lambda: running_on(api, "orders_pipeline", run, "daily_revenue") and stage_open(topology, rev) is not None,
              900, topology, interval=0.5)
-    # the stage's executors are writing (each write task sleeps TASK_WRITE_SLEEP_MS)
-    time.sleep(TASK_WRITE_SLEEP_MS / 1000 / 2 + 1)
-    topology.services[f"{SPARK_WORKER}-1"].signal(signal.SIGKILL)
+    opened = time.time_ns()
+    spark_victim = f"{SPARK_WORKER}-1"
+    wait_for(f"a daily_revenue write task on {spark_victim}",
+             lambda: write_task_running(topology, opened, spark_victim), 600, topology, interval=0.2)
+    topology.services[spark_victim].signal(signal.SIGKILL)
     result = finish(api, topology, "orders_pipeline", run)
     RUNS.orders.append((run, result))
     TIMINGS["fault (a)+(b): orders_pipeline run"] = time.monotonic() - started
@@ -271,7 +290,9 @@ def zombie_is_fenced(topology: Topology, api: AirflowAPI) -> None:
     epoch = wait_for("check_ledger to open its transaction",
                      lambda: running_on(api, "bank_transfers", run, "check_ledger") and stage_open(topology, tid),
                      600, topology, interval=0.5)
+    opened = time.time_ns()
     victim = worker_service(topology, api, "bank_transfers", run, "check_ledger")
+    wait_for("check_ledger's write tasks", lambda: write_task_running(topology, opened), 600, topology, interval=0.2)
     topology.services[victim].signal(signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:

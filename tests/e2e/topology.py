@@ -207,12 +207,26 @@ class Service:
             return ""
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
+    def members(self) -> list[int]:
+        """Every process of the service's session: it and everything it started (a task
+        process and its Spark driver JVM have process groups of their own, not sessions)."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.getsid(int(entry)) == self.proc.pid:
+                        found.append(int(entry))
+                except (ProcessLookupError, PermissionError):
+                    continue
+        return found
+
     def signal(self, sig: int) -> None:
-        """Signal the whole process group (the service and everything it started)."""
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
+        """Signal the service and everything it started (its whole session)."""
+        for pid in [self.proc.pid, *self.members()]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
 
 
 def _wait(what: str, check: Callable[[], Any], timeout: float, service: Service | None = None,
