@@ -172,17 +172,17 @@ def stage_open(topology: Topology, tid: str) -> int | None:
     return int(txn.producer_epoch) if txn.state == "Ongoing" else None
 
 
-def write_task_running(topology: Topology, since_ns: int, spark_worker: str | None = None) -> bool:
-    """A Spark write task sleeps in an executor now (marked after ``since_ns``), on
-    ``spark_worker`` if given."""
+def write_task_running(topology: Topology, since_ns: int) -> str | None:
+    """The Spark worker (service name) on which a write task sleeps now, in an executor
+    (marked after ``since_ns``), or None."""
     now = time.time_ns()
-    members = set(topology.services[spark_worker].members()) if spark_worker else None
     for mark in (topology.root / "marks").iterdir():
         _, pid, at = mark.name.rsplit(".", 2)
-        if since_ns <= int(at) and now - int(at) < TASK_WRITE_SLEEP_MS * 1_000_000 * 0.8 and (
-                members is None or int(pid) in members):
-            return True
-    return False
+        if since_ns <= int(at) and now - int(at) < TASK_WRITE_SLEEP_MS * 1_000_000 * 0.8:
+            for name, service in topology.services.items():
+                if name.startswith(SPARK_WORKER) and int(pid) in service.members():
+                    return name
+    return None
 
 
 def running_on(api: AirflowAPI, dag_id: str, run_id: str, task_id: str) -> str | None:
@@ -252,9 +252,8 @@ def celery_worker_and_spark_worker_killed(topology: Topology, api: AirflowAPI) -
              lambda: running_on(api, "orders_pipeline", run, "daily_revenue") and stage_open(topology, rev) is not None,
              900, topology, interval=0.5)
     opened = time.time_ns()
-    spark_victim = f"{SPARK_WORKER}-1"
-    wait_for(f"a daily_revenue write task on {spark_victim}",
-             lambda: write_task_running(topology, opened, spark_victim), 600, topology, interval=0.2)
+    spark_victim = wait_for("a daily_revenue write task", lambda: write_task_running(topology, opened), 600,
+                            topology, interval=0.2)
     topology.services[spark_victim].signal(signal.SIGKILL)
     result = finish(api, topology, "orders_pipeline", run)
     RUNS.orders.append((run, result))
@@ -276,7 +275,7 @@ def celery_worker_and_spark_worker_killed(topology: Topology, api: AirflowAPI) -
     # back to full strength for the next fault
     i = int(victim.rsplit("-", 1)[1])
     topology.start_airflow_worker(i)
-    topology.start_spark_worker(1)
+    topology.start_spark_worker(int(spark_victim.rsplit("-", 1)[1]))
     wait_for("the replaced workers", lambda: len(topology.alive_spark_workers()) == 2
              and len(topology.celery_workers()) == 2, 240, topology, interval=2)
 
