@@ -7,11 +7,11 @@ As a user would: trigger ``orders_pipeline`` and ``bank_transfers`` through Airf
 API with a token, wait for success, check the outputs are exactly once and the ledger
 balances. Then faults, each followed by the same checks:
 
-* (a) SIGKILL the Celery worker (its process group: the worker, the task and its Spark
+* (a) SIGKILL the Celery worker (its session: the worker, the task and its Spark
   driver) running ``clean_orders`` mid-stage: Airflow retries the task on the other worker,
   the new try fences the old one;
 * (b) SIGKILL a Spark worker (its JVM and the executor it started) while
-  ``daily_revenue``'s tasks run: Spark reschedules them on the other worker, the Airflow
+  ``daily_revenue``'s write task runs there: Spark reschedules it on the other worker, the Airflow
   task needs no retry;
 * (c) SIGSTOP the Celery worker running ``check_ledger`` mid-stage: its heartbeats stop,
   Airflow declares the task failed and retries it elsewhere; SIGCONT then wakes the old
