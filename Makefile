@@ -7,7 +7,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: install system-deps test demo lint bench bench-quick chaos clean
+.PHONY: install system-deps test e2e demo lint bench bench-quick chaos clean
 
 install: $(STAMP) system-deps
 
@@ -25,6 +25,12 @@ system-deps:
 TEST_WORKERS ?= 2
 test: install
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal $(ARGS)
+
+# the production topology (tests/e2e): PostgreSQL, S3, Redis, Airflow with Celery workers
+# and a Spark standalone cluster, each its own process; pipelines and faults end to end.
+# `make test` runs it too.
+e2e: install
+	$(PY) -m pytest tests/e2e -s --durations=5 $(ARGS)
 
 demo: install
 	$(PY) -m txn_broker.demo

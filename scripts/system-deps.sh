@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ensure the system packages the suite needs: PostgreSQL server binaries, a Java 17+ runtime
-# (PySpark) and Chromium (the UI's browser test). Installs missing ones with apt-get when
+# (PySpark), Chromium (the UI's browser test) and Redis (the Celery broker of the topology
+# test, tests/e2e). Installs missing ones with apt-get when
 # running as root; otherwise names what to install and fails.
 set -euo pipefail
 
@@ -13,13 +14,15 @@ have_java() {
   [ -n "$v" ] && [ "$v" -ge 17 ]
 }
 have_chromium() { [ -x /usr/bin/chromium ]; }
+have_redis() { command -v redis-server >/dev/null 2>&1; }
 
 have_pg || missing+=(postgresql)
 have_java || missing+=(openjdk-17-jre-headless)
 have_chromium || missing+=(chromium)
+have_redis || missing+=(redis-server)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system-deps: found PostgreSQL ($(ls -d /usr/lib/postgresql/*/bin | tail -1)), Java ($(java -version 2>&1 | head -1)), Chromium (/usr/bin/chromium)"
+  echo "system-deps: found PostgreSQL ($(ls -d /usr/lib/postgresql/*/bin | tail -1)), Java ($(java -version 2>&1 | head -1)), Chromium (/usr/bin/chromium), Redis ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'))"
   exit 0
 fi
 
@@ -32,7 +35,11 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   if printf '%s\n' "${missing[@]}" | grep -qx postgresql; then
     service postgresql stop >/dev/null 2>&1 || true
   fi
-  have_pg && have_java && have_chromium || { echo "system-deps: install failed" >&2; exit 1; }
+  # the same for Redis: the topology test starts its own redis-server
+  if printf '%s\n' "${missing[@]}" | grep -qx redis-server; then
+    service redis-server stop >/dev/null 2>&1 || true
+  fi
+  have_pg && have_java && have_chromium && have_redis || { echo "system-deps: install failed" >&2; exit 1; }
   echo "system-deps: installed ${missing[*]}"
 else
   echo "system-deps: missing ${missing[*]}." >&2

@@ -7,7 +7,8 @@ recovered. Two ways to arm a point:
 * across processes: ``TXN_BROKER_FAULTS="commit.during_end=kill,produce.after_register=lose"``.
   Actions: ``kill`` (SIGKILL this process), ``raise`` (an InjectedFault),
   ``lose`` (the step succeeded but its reply is lost: a retriable error is raised after it),
-  ``sleep:MS``, ``pause:PATH`` (write this process's pid to PATH, then wait, up to 10
+  ``sleep:MS`` (``sleep:MS@DIR``: first create a file named after the point, the pid
+  and the time in DIR), ``pause:PATH`` (write this process's pid to PATH, then wait, up to 10
   minutes, to be killed: a test that must kill a whole process tree, such as a Spark
   driver with its JVM and Python workers, waits for PATH and kills it at that step).
   ``TXN_BROKER_FAULTS_KILL_RATE=0.02`` kills at any point with that probability
@@ -22,7 +23,9 @@ fencing transaction), sweep.after_fence (the epoch bump committed, the abort not
 and in the Spark data source: spark.before_register (the executors uploaded a write's
 segments; the driver-side commit is about to register them), spark.after_register (they
 are registered in the open transaction), spark.before_commit (``txn_stage``: the stage's
-work is done, its offsets and commit are next).
+work is done, its offsets and commit are next), spark.task_write (in an executor: a write
+task converted its input and uploads next; a ``sleep`` there keeps a stage's tasks
+running, so a test can lose an executor mid-stage).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ POINTS = (
     "spark.before_register",
     "spark.after_register",
     "spark.before_commit",
+    "spark.task_write",
 )
 
 
@@ -91,7 +95,11 @@ def perform(action: str, point: str) -> None:
     elif action == "lose":
         raise LostReply(f"injected: reply of {point} lost")
     elif action.startswith("sleep:"):
-        time.sleep(int(action.split(":", 1)[1]) / 1000)
+        ms, _, mark_dir = action.split(":", 1)[1].partition("@")
+        if mark_dir:  # tell a watching test which process is in the sleep, and since when
+            with open(os.path.join(mark_dir, f"{point}.{os.getpid()}.{time.time_ns()}"), "w"):
+                pass
+        time.sleep(int(ms) / 1000)
     elif action.startswith("pause:"):
         path = action.split(":", 1)[1]
         with open(path + ".tmp", "w") as f:

@@ -5,6 +5,35 @@
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 
+case "${AIRFLOW__CORE__EXECUTOR:-}" in
+    *CeleryExecutor*)
+        echo "airflow-init: checking the Celery broker"
+        # Without it the scheduler queues tasks nobody runs and the workers retry forever;
+        # say so here, once, instead.
+        python - <<'PY'
+import os
+import socket
+import sys
+from urllib.parse import urlsplit
+
+url = os.environ.get("AIRFLOW__CELERY__BROKER_URL", "")
+if not url:
+    sys.exit("AIRFLOW__CELERY__BROKER_URL is empty: the CeleryExecutor needs Redis (the redis service)")
+parts = urlsplit(url)
+host, port = parts.hostname or "localhost", parts.port or 6379
+try:
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(b"PING\r\n")
+        reply = sock.recv(64)
+except OSError as error:
+    sys.exit(f"the Celery broker (Redis) at {host}:{port} is not reachable ({error.strerror or error}): "
+             "start the redis service, or fix AIRFLOW__CELERY__BROKER_URL")
+if not reply.startswith((b"+PONG", b"-NOAUTH")):
+    sys.exit(f"{host}:{port} does not answer like Redis: check AIRFLOW__CELERY__BROKER_URL")
+PY
+        ;;
+esac
+
 echo "airflow-init: migrating the Airflow metadata database"
 airflow db migrate
 

@@ -16,3 +16,21 @@ Nothing here does I/O at import time; DAG files import these modules on every pa
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+
+def _require_broker() -> None:
+    """Fail the import with what to install when this worker lacks the ``txn-broker``
+    package (DAG files import this layer, so the message is the DAG's import error and
+    the task's failure, instead of a ModuleNotFoundError deep in an operator)."""
+    try:
+        import txn_broker  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            "txn_broker_airflow needs the txn-broker package, which this Airflow worker does not have "
+            f"({error}): install it where tasks run, `pip install 'txn-broker[airflow]' -c constraints.txt` "
+            "(docs/deployment.md)",
+            name="txn_broker",
+        ) from None
+
+
+_require_broker()

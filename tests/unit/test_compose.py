@@ -814,6 +814,69 @@ def dockerfile_problems(stack: Stack) -> list[str]:
     return problems
 
 
+# The process topology (tests/e2e/topology.py) --------------------------------------
+
+
+def topology_problems(stack: Stack) -> list[str]:
+    """The end-to-end topology test runs what the stack deploys: the runner builds every
+    process from this compose file and .env.example; here we check that it can (every
+    service is started or knowingly replaced, every address it names can be moved to
+    loopback), that it changes nothing but what it documents, and that the stack is the
+    distributed one the test's faults need (Celery through Redis, two workers of each)."""
+    import sys
+    import tempfile
+
+    e2e = str(REPO / "tests" / "e2e")
+    if e2e not in sys.path:
+        sys.path.insert(0, e2e)
+    import topology as topo
+
+    problems = []
+    runner = topo.Topology(Path(tempfile.mkdtemp(prefix="compose-check-")), topo.Settings(stack.compose, stack.env))
+    runner.bind(5432, "http://127.0.0.1:9000")
+    all_services = services(stack.compose)
+    try:
+        plan = runner.plan()
+    except (KeyError, ValueError) as error:
+        return [f"the topology runner cannot read the stack: {error!r}"]
+    started = set(plan.values())
+    for name in sorted(set(all_services) - started - set(topo.REPLACED)):
+        problems.append(f"{name}: neither started by tests/e2e/topology.py nor in its REPLACED")
+    for name in sorted(started - set(all_services)):
+        problems.append(f"the topology runner starts {name}, which the stack does not have")
+    for service, least in ((topo.AIRFLOW_WORKER, 2), (topo.SPARK_WORKER, 2)):
+        count = sum(1 for s in plan.values() if s == service)
+        if count < least:
+            problems.append(f"{service}: {count} replica(s); the topology test's faults need {least}")
+    others = set(all_services) - {"postgres", "minio"}  # those two are reached through variables
+    for process, service in sorted(plan.items()):
+        if service not in all_services:
+            continue
+        cmd, env = runner.process(process)
+        declared = resolved_env(stack, service)
+        for var in sorted(set(declared) & set(topo.TEST_TUNING)):
+            problems.append(f"{service}: sets {var}, which the topology test overrides (TEST_TUNING)")
+        for var in declared:
+            if var in topo.LOCAL_ENV:
+                continue
+            if var not in env:
+                problems.append(f"{process}: the runner drops {var}")
+            for other in others:
+                if re.search(rf"//{re.escape(other)}:\d+", env.get(var, "")):
+                    problems.append(f"{process}: {var} names {other}, an address the runner cannot move "
+                                    "to loopback (add it to ADDRESSES in tests/e2e/topology.py)")
+        if service.startswith("airflow") and service != "airflow-init":
+            if env.get("AIRFLOW__CORE__EXECUTOR") != "CeleryExecutor":
+                problems.append(f"{service}: executor {env.get('AIRFLOW__CORE__EXECUTOR')!r}, not CeleryExecutor")
+            broker = declared.get("AIRFLOW__CELERY__BROKER_URL", "")
+            if not re.match(r"redis://redis:6379(/|$)", broker):
+                problems.append(f"{service}: the Celery broker is {broker!r}, not the redis service")
+    worker = all_services.get(topo.AIRFLOW_WORKER) or {}
+    if tokens(worker.get("command"))[:2] != ["celery", "worker"]:
+        problems.append(f"{topo.AIRFLOW_WORKER}: does not run `airflow celery worker`")
+    return problems
+
+
 # --------------------------------------------------------------------------- tests
 
 CHECKS: dict[str, Callable[[Stack], list[str]]] = {
@@ -829,6 +892,7 @@ CHECKS: dict[str, Callable[[Stack], list[str]]] = {
     "mounts": mount_problems,
     "spark_master": spark_master_problems,
     "dockerfile": dockerfile_problems,
+    "topology": topology_problems,
 }
 
 
@@ -940,6 +1004,13 @@ BREAKAGES: list[tuple[str, str, Change]] = [
     ("secrets", "literal password", _env("broker-init", "TXN_BROKER_DATABASE_URL", "postgresql://o:hunter2@postgres/txn_broker")),
     ("secrets", "literal secret", _env("minio", "MINIO_ROOT_PASSWORD", "dev-only-minio-root")),
     ("secrets", "literal key", _env("spark-worker", "SPARK_OPTS", "k=a8f3b29c7d1e4f6a9b2c8d0e5f7a1b3c")),
+    ("topology", "one airflow worker", _set("services/airflow-worker/deploy/replicas", 1)),
+    ("topology", "one spark worker", _set("services/spark-worker/deploy", None)),
+    ("topology", "local executor", _env("airflow-scheduler", "AIRFLOW__CORE__EXECUTOR", "LocalExecutor")),
+    ("topology", "broker elsewhere", _env("airflow-worker", "AIRFLOW__CELERY__BROKER_URL", "redis://cache:6379/0")),
+    ("topology", "unknown address", _env("airflow-worker", "TXN_BROKER_SPARK_MASTER", "spark://redis:7000")),
+    ("topology", "tuning in the stack", _env("airflow-scheduler", "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE", "True")),
+    ("topology", "a service not run", _set("services/flower", {"image": "x", "command": ["celery", "flower"]})),
 ]
 # fmt: on
 

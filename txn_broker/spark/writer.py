@@ -120,6 +120,7 @@ class TxnTopicWriter(DataSourceArrowWriter):
         try:
             for batch in iterator:
                 upload.add(batch)
+            fault_point("spark.task_write")
             writes = upload.finish()
         finally:
             upload.close()
