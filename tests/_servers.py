@@ -160,6 +160,17 @@ class PostgresServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+class DurablePostgresServer(PostgresServer):
+    """The suite's PostgreSQL with ``synchronous_commit=on``, for tests that crash it with
+    ``pg_ctl stop -m immediate`` (the chaos nemesis, the reconnect test): with the suite's
+    speed-up ``synchronous_commit=off`` a crash loses transactions already reported
+    committed. The first chaos runs found exactly that (docs/reliability.md), so the
+    broker's database must keep the default. ``fsync=off`` stays: the OS does not crash
+    here, so what PostgreSQL wrote survives."""
+
+    synchronous_commit = "on"
+
+
 class S3Server:
     """moto's S3-protocol server in its own process."""
 

@@ -7,17 +7,7 @@ import os
 import uuid
 
 import pytest
-from _servers import AWS_TEST_ENV, Backend, PostgresServer
-
-
-class DurablePostgresServer(PostgresServer):
-    """The suite's PostgreSQL with ``synchronous_commit=on``: the nemesis crashes it
-    (``pg_ctl stop -m immediate``), and with the suite's speed-up ``synchronous_commit=off``
-    a crash loses transactions already reported committed. The first chaos runs found
-    exactly that (docs/reliability.md), so the broker's database must keep the default.
-    ``fsync=off`` stays: the OS does not crash here, so what PostgreSQL wrote survives."""
-
-    synchronous_commit = "on"
+from _servers import AWS_TEST_ENV, Backend, DurablePostgresServer
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import uuid
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
-from _servers import PostgresServer
+from _servers import DurablePostgresServer
 
 import txn_broker
 from txn_broker.database import Database
@@ -77,8 +77,8 @@ def test_a_connection_lost_after_a_statement_is_an_unknown_outcome(db, pg_server
 
 @pytest.fixture(scope="module")
 def own_pg():
-    """A server of this module's own: the test crashes it."""
-    server = PostgresServer()
+    """A server of this module's own: the test crashes it, so commits must be durable."""
+    server = DurablePostgresServer()
     yield server
     server.close()
 
