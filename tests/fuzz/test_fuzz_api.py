@@ -322,6 +322,7 @@ def test_broker_settings(broker, settings_, tmp_path_factory):
        poll_timeout=st.one_of(st.floats(max_value=0.05), st.sampled_from([math.nan, "1", None, -1, True])),
        max_records=st.one_of(st.integers(-2, 3), st.sampled_from([None, 1.5, "5", True])))
 @example(timeout=60_000, poll_timeout=math.nan, max_records=1)  # used to wait forever
+@example(timeout=0, poll_timeout=0.0, max_records=None)  # no record cap: sized in bytes
 def test_timeouts_and_poll_arguments(broker, timeout, poll_timeout, max_records):
     valid_timeout = isinstance(timeout, int) and not isinstance(timeout, bool) and 0 < timeout <= 900_000
     try:
@@ -337,7 +338,9 @@ def test_timeouts_and_poll_arguments(broker, timeout, poll_timeout, max_records)
     consumer.assign([TopicPartition(topic, 0)])
     valid_wait = isinstance(poll_timeout, int | float) and not isinstance(poll_timeout, bool) \
         and not math.isnan(poll_timeout) and poll_timeout >= 0
-    valid_max = isinstance(max_records, int) and not isinstance(max_records, bool) and max_records > 0
+    # None: no record cap (the poll is sized in bytes)
+    valid_max = max_records is None or (isinstance(max_records, int) and not isinstance(max_records, bool)
+                                        and max_records > 0)
     try:
         table = consumer.poll(max_records=max_records, timeout_s=poll_timeout)
     except InvalidConfigError:
