@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -56,6 +55,7 @@ for _path in (REPO, REPO / "plugins", HERE.parent):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from _compose import interpolate, tokens  # noqa: E402
 from _servers import PostgresServer, S3Server, free_port  # noqa: E402
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -117,26 +117,6 @@ def parse_env_file(text: str) -> dict[str, str]:
             value = value[1:-1]
         env[key.strip()] = value
     return env
-
-
-_REFERENCE = re.compile(r"\$(?:(?P<dollar>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))")
-
-
-def interpolate(text: str, env: dict[str, str]) -> str:
-    """Compose's interpolation of ${VAR} / $VAR and $$ (the file uses no defaults)."""
-
-    def value(match: re.Match[str]) -> str:
-        if match["dollar"]:
-            return "$"
-        return env.get(match["braced"] if match["braced"] is not None else match["named"], "")
-
-    return _REFERENCE.sub(value, text)
-
-
-def tokens(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 import yaml
+from _compose import REFERENCE, interpolate, references, tokens
 
 REPO = Path(__file__).resolve().parents[2]
 #: the schema, committed with the tests (see schemas/README.md)
@@ -109,9 +110,6 @@ JSON_SECRET_PAIR = re.compile(
     re.IGNORECASE,
 )
 HIGH_ENTROPY = re.compile(r"[A-Za-z0-9+=_-]{24,}")
-REFERENCE = re.compile(
-    r"\$(?:(?P<dollar>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))"
-)
 
 
 # --------------------------------------------------------------------------- loading
@@ -199,14 +197,6 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose.get("services") or {}
 
 
-def tokens(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return shlex.split(value)
-    return [str(v) for v in value]
-
-
 def invocation(service: dict[str, Any]) -> list[str]:
     return tokens(service.get("entrypoint")) + tokens(service.get("command"))
 
@@ -216,24 +206,6 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
     if isinstance(env, list):
         return dict(item.partition("=")[::2] for item in env)
     return {k: "" if v is None else str(v) for k, v in env.items()}
-
-
-def interpolate(text: str, env: dict[str, str]) -> str:
-    """Compose's interpolation of plain ${VAR}/$VAR references and $$ escapes; an
-    undefined variable becomes empty, as in Compose (env_example_problems reports it)."""
-
-    def value(match: re.Match[str]) -> str:
-        if match["dollar"]:
-            return "$"
-        return env.get(match["braced"] if match["braced"] is not None else match["named"], "")
-
-    return REFERENCE.sub(value, text)
-
-
-def references(text: str) -> Iterator[str]:
-    for match in REFERENCE.finditer(text):
-        if not match["dollar"]:
-            yield match["braced"] if match["braced"] is not None else match["named"]
 
 
 def scalars(node: Any) -> Iterator[str]:
