@@ -1,5 +1,7 @@
 """Case 7: 1, 4 and 16 concurrent transactional producers, each in its own OS process.
-Target (on PostgreSQL): aggregate commits/s with 16 producers ≥ 4× one producer.
+Target (on PostgreSQL): the broker's 16/1 ratio of aggregate commits/s ≥ 0.8 × PostgreSQL's
+own 16/1 ratio on the same machine, for clients running the same database work as one
+broker commit (``bench.pg_shape``).
 
 Every producer has its own transactional id and partition of a 16-partition topic and
 commits transactions of 10 records × 1 KB (upload included: this is the whole produce
@@ -17,28 +19,35 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
-from . import data
+from . import data, pg_shape
 from .harness import CaseResult, Figure, Target, percentiles
 from .servers import ROOT, Backend
 from .sizes import Sizes
 from .workload import drop_topic, new_topic, unique
 
 TITLE = "Concurrent transactional producers (processes)"
-TARGET = Target(">=", 4.0)
+TARGET = Target(">=", 0.8)
 RECORDS_PER_TXN = 10
 READY_TIMEOUT_S = 180
+#: commits of one producer over which case 7's baseline reads a commit's database work
+SHAPE_COMMITS = 50
 
 
-def _run_producers(backend: Backend, topic: str, count: int, partitions: int, sizes: Sizes
+def _producer_argv(topic: str, partitions: int, sizes: Sizes) -> Callable[[int], list[str]]:
+    return lambda i: ["bench.producer_worker", topic, str(i % partitions), unique(f"bench-c7-{i}"),
+                      str(sizes.concurrency_seconds), str(RECORDS_PER_TXN), str(sizes.record_bytes)]
+
+
+def _run_producers(backend: Backend, argv: Callable[[int], list[str]], count: int, sizes: Sizes
                    ) -> tuple[list[dict], float]:
-    """Run ``count`` producer processes for the window; their outputs, and the CPU seconds
-    the servers used during the window."""
+    """Run ``count`` worker processes (``python -m`` + ``argv(i)``) for the window; their
+    outputs, and the CPU seconds the servers used during the window."""
     env = {**os.environ, **backend.env}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "bench.producer_worker", topic, str(i % partitions), unique(f"bench-c7-{i}"),
-         str(sizes.concurrency_seconds), str(RECORDS_PER_TXN), str(sizes.record_bytes)],
+        [sys.executable, "-m", *argv(i)],
         env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in range(count)]
     try:
@@ -120,6 +129,63 @@ class WaitSampler:
         return {k: round(v / total, 3) for k, v in sorted(busy.items(), key=lambda kv: -kv[1])} if total else {}
 
 
+def _series(backend: Backend, argv: Callable[[int], list[str]], counts: list[int], sizes: Sizes,
+            progress: Callable[[str], None], label: str) -> list[dict]:
+    """Run the workers at each count in turn, then one again; one row per run. On
+    PostgreSQL the largest count's run also reads ``pg_stat_statements`` (where the
+    database time goes)."""
+    rows = []
+    for count in [*counts, 1] if len(counts) > 1 else counts:
+        statements = None
+        with WaitSampler(backend) as waits:
+            if backend.pg is not None and count == max(counts):
+                with pg_shape.statistics(backend.database_url) as conn:
+                    pg_shape.reset(conn)
+                    outputs, server_cpu = _run_producers(backend, argv, count, sizes)
+                    statements = pg_shape.read(conn)
+            else:
+                outputs, server_cpu = _run_producers(backend, argv, count, sizes)
+        commits = sum(o["commits"] for o in outputs)
+        client_cpu = sum(o["cpu_s"] for o in outputs)
+        latencies = [x for o in outputs for x in o["latencies_s"]]
+        row = {"producers": count, "commits": commits, "commits_per_s": commits / sizes.concurrency_seconds,
+               "latency_ms": percentiles(latencies) if latencies else {},
+               "per_producer_commits": [o["commits"] for o in outputs],
+               "client_cpu_ms_per_commit": client_cpu / commits * 1e3 if commits else None,
+               "server_cpu_ms_per_commit": server_cpu / commits * 1e3 if commits else None,
+               "database_sessions": waits.summary()}
+        if statements is not None:
+            row["top_statements"] = pg_shape.top_statements(statements)
+        rows.append(row)
+        progress(f"{count} {label}: {row['commits_per_s']:,.0f} commits/s, p50 "
+                 f"{row['latency_ms'].get('p50', float('nan')):.1f} ms")
+    singles = [r for r in rows if r["producers"] == 1]
+    one = sum(r["commits_per_s"] for r in singles) / len(singles)
+    rows = [r for r in rows if r["producers"] != 1]
+    rows.insert(0, {**singles[0], "commits_per_s": one, "runs": [r["commits_per_s"] for r in singles]})
+    return rows
+
+
+def _measure_shape(backend: Backend, broker: Any, topic: str, sizes: Sizes) -> pg_shape.Shape:
+    """One broker commit's database work, from ``pg_stat_statements`` over SHAPE_COMMITS
+    commits of one producer in this process (after a warm-up commit)."""
+    batch = data.records(RECORDS_PER_TXN, sizes.record_bytes, seed=0)
+    producer = broker.producer(transactional_id=unique("bench-c7-shape"))
+    try:
+        producer.init_transactions()
+        with producer.transaction():
+            producer.send(topic, batch, partition=0)
+        with pg_shape.statistics(backend.database_url) as conn:
+            pg_shape.reset(conn)
+            for _ in range(SHAPE_COMMITS):
+                with producer.transaction():
+                    producer.send(topic, batch, partition=0)
+            statements = pg_shape.read(conn)
+    finally:
+        producer.close()
+    return pg_shape.shape_of(statements, SHAPE_COMMITS)
+
+
 def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> CaseResult:
     counts = sizes.producer_counts()
     partitions = max(counts)
@@ -130,39 +196,43 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         f"{partitions}-partition topic"))
     broker = backend.connect()
     topic = new_topic(broker, "c7", data.RECORD_SCHEMA, partitions=partitions)
-    rows = []
+    baseline: list[dict] = []
     try:
-        for count in [*counts, 1] if len(counts) > 1 else counts:
-            with WaitSampler(backend) as waits:
-                outputs, server_cpu = _run_producers(backend, topic, count, partitions, sizes)
-            commits = sum(o["commits"] for o in outputs)
-            client_cpu = sum(o["cpu_s"] for o in outputs)
-            latencies = [x for o in outputs for x in o["latencies_s"]]
-            row = {"producers": count, "commits": commits, "commits_per_s": commits / sizes.concurrency_seconds,
-                   "latency_ms": percentiles(latencies) if latencies else {},
-                   "per_producer_commits": [o["commits"] for o in outputs],
-                   "client_cpu_ms_per_commit": client_cpu / commits * 1e3 if commits else None,
-                   "server_cpu_ms_per_commit": server_cpu / commits * 1e3 if commits else None,
-                   "database_sessions": waits.summary()}
-            rows.append(row)
-            progress(f"{count} producers: {row['commits_per_s']:,.0f} commits/s, transaction p50 "
-                     f"{row['latency_ms'].get('p50', float('nan')):.1f} ms")
+        shape = _measure_shape(backend, broker, topic, sizes) if backend.pg is not None else None
+        rows = _series(backend, _producer_argv(topic, partitions, sizes), counts, sizes, progress, "producers")
+        if shape is not None:
+            progress(f"PostgreSQL baseline: {shape.describe()} per commit")
+            pg_shape.prepare(backend.database_url, max(counts))
+            baseline = _series(backend, lambda i: ["bench.pg_shape_worker", backend.database_url, str(i),
+                                                   str(sizes.concurrency_seconds), shape.to_json()],
+                               [1, max(counts)], sizes, progress, "PostgreSQL clients")
     finally:
         drop_topic(broker, topic)
         broker.close()
-    singles = [r for r in rows if r["producers"] == 1]
-    one = sum(r["commits_per_s"] for r in singles) / len(singles)
-    rows = [r for r in rows if r["producers"] != 1]
-    rows.insert(0, {**singles[0], "commits_per_s": one, "runs": [r["commits_per_s"] for r in singles]})
+    one = rows[0]["commits_per_s"]
+    broker_ratio = {}
     for row in rows[1:]:
+        broker_ratio[row["producers"]] = row["commits_per_s"] / one if one else float("nan")
         result.add(Figure(f"aggregate commits/s, {row['producers']} producers / 1 producer",
-                          row["commits_per_s"] / one if one else float("nan"), "×",
-                          TARGET if row["producers"] == 16 else None, None,
+                          broker_ratio[row["producers"]], "×", None, None,
                           {"commits_per_s": row["commits_per_s"], "one_producer_commits_per_s": one}))
     result.series = {"rows": rows}
     cores = os.cpu_count() or 1
     result.notes.append("Aggregate commits/s: " + ", ".join(
         f"{r['producers']} → {r['commits_per_s']:,.0f}" for r in rows) + f" (on {cores} CPU cores).")
+    if baseline and shape is not None:
+        most = max(counts)
+        pg_one = baseline[0]["commits_per_s"]
+        pg_ratio = baseline[-1]["commits_per_s"] / pg_one if pg_one else float("nan")
+        result.add(Figure(f"{most}/1 scaling, broker / PostgreSQL's own", broker_ratio[most] / pg_ratio, "×",
+                          TARGET, None, {"broker_ratio": broker_ratio[most], "postgres_ratio": pg_ratio}))
+        result.series["postgres_baseline"] = {"shape": shape.to_json(), "rows": baseline}
+        result.notes.append(
+            f"PostgreSQL's own scaling, clients running one broker commit's database work ({shape.describe()}), "
+            f"durably, through the same driver: 1 → {pg_one:,.0f}, {most} → {baseline[-1]['commits_per_s']:,.0f} "
+            f"commits/s, {pg_ratio:.2f}×; the broker: {broker_ratio[most]:.2f}×. CPU per commit in the client: "
+            f"{baseline[0]['client_cpu_ms_per_commit'] or 0:.1f} ms (baseline) against "
+            f"{rows[0]['client_cpu_ms_per_commit'] or 0:.1f} ms (producer).")
     first = rows[0]
     if first["client_cpu_ms_per_commit"]:
         cpu_ms = first["client_cpu_ms_per_commit"] + (first["server_cpu_ms_per_commit"] or 0)
@@ -176,9 +246,12 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
             "producers could gain on this machine, whatever the broker does.")
     last = rows[-1]
     if last["database_sessions"]:
-        locks = sum(v for k, v in last["database_sessions"].items() if "Lock/" in k)
+        locks = sum(v for k, v in last["database_sessions"].items() if ": Lock/" in k)
         result.notes.append(
             f"PostgreSQL sessions with {last['producers']} producers (busy samples): "
             + ", ".join(f"{k} {v:.0%}" for k, v in list(last["database_sessions"].items())[:5])
             + f"; waiting on locks: {locks:.0%}.")
+    if last.get("top_statements"):
+        result.notes.append(f"Database time with {last['producers']} producers (pg_stat_statements): "
+                            + "; ".join(last["top_statements"]) + ".")
     return result

@@ -42,7 +42,9 @@ DESCRIPTIONS = {
 
 #: PostgreSQL settings of the benchmark server: durable (fsync, synchronous_commit and
 #: full_page_writes at their defaults), a production-like buffer pool for a 24 GB machine.
-PG_SETTINGS = {"max_connections": "300", "shared_buffers": "512MB"}
+PG_SETTINGS = {"max_connections": "300", "shared_buffers": "512MB",
+               # case 7 reads where the database time goes (pg_stat_statements)
+               "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track_utility": "on"}
 
 
 #: what ``--pg-durability fast`` adds: the test suite's settings (a crash can lose commits)

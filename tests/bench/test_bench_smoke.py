@@ -75,10 +75,16 @@ def test_every_case_on_the_embedded_backend(tmp_path):
 def test_postgres_and_s3_with_the_peers(tmp_path):
     """PostgreSQL + moto: the broker, pyiceberg's SqlCatalog on PostgreSQL with its warehouse
     in the bucket, and delta-rs on the same bucket."""
-    run = run_bench(tmp_path, "--backends", "postgres", "--cases", "3")
-    check_figures(run, {3})
+    run = run_bench(tmp_path, "--backends", "postgres", "--cases", "3,7")
+    check_figures(run, {3, 7})
     peers = next(r for r in run["results"] if r["case"] == 3)
     assert {"txn-broker", "pyiceberg", "delta-rs"} <= set(peers["series"]["small_latency_ms"])
+    # case 7's baseline: PostgreSQL's own scaling for one broker commit's database work
+    producers = next(r for r in run["results"] if r["case"] == 7)
+    assert any(f["name"].endswith("broker / PostgreSQL's own") and f["target"] for f in producers["figures"])
+    shape = json.loads(producers["series"]["postgres_baseline"]["shape"])
+    assert shape["transactions"] >= 1 and shape["statements"]["insert"] >= 1
+    assert any("pg_stat_statements" in note for note in producers["notes"])
 
 
 def test_the_spark_stage_adapter_fits_the_stage_module(tmp_path):
