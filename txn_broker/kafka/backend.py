@@ -31,7 +31,6 @@ from typing import Any
 import pyarrow as pa
 
 from ..broker import Broker
-from ..coordinator import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..errors import (
     InvalidConfigError,
     InvalidTxnStateError,
@@ -41,10 +40,13 @@ from ..errors import (
     TxnBrokerError,
     UnknownGroupError,
 )
-from ..fetch import READ_COMMITTED, READ_UNCOMMITTED, SegmentCache, plan_fetch, read_rows
+from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
+from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, plan_fetch
+from ..log.reader import SegmentCache, read_rows
+from ..log.segment_format import TIMESTAMP_TYPE, encode_segment
+from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import TopicPartition
 from ..names import validate_partition
-from ..records import DEFAULT_SCHEMA, TIMESTAMP_TYPE, check_record_sizes, encode_segment, to_table
 from ..retry import retrying
 from ..states import TxnState
 from ..topics import TOPIC_CONFIGS, TopicMeta
