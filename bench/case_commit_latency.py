@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from txn_broker.records import key_partitions
+from txn_broker.log.batches import key_partitions
 
 from . import data
 from .harness import CaseResult, Target, latency_figure, percentiles

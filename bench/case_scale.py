@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from txn_broker import READ_COMMITTED
-from txn_broker.fetch import plan_fetch
+from txn_broker.log.partition import plan_fetch
 
 from . import data
 from .harness import CaseResult, Figure, Target, percentiles

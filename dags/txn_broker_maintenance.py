@@ -52,7 +52,8 @@ with DAG(
         params = params or {}
         hook = TxnBrokerHook()
         try:
-            report = gc(hook.get_conn(), dry_run=bool(params.get("dry_run")),
+            broker = hook.get_conn()
+            report = gc(broker.db, broker.store, broker.settings, dry_run=bool(params.get("dry_run")),
                         orphan_grace_ms=params.get("orphan_grace_ms"), progress=log.info)
         finally:
             hook.close()

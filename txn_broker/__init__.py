@@ -27,7 +27,7 @@ from __future__ import annotations
 from . import errors
 from .broker import Broker, connect
 from .config import Settings
-from .fetch import READ_COMMITTED, READ_UNCOMMITTED
+from .log.partition import READ_COMMITTED, READ_UNCOMMITTED
 from .models import TopicPartition
 
 __all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "Broker", "Settings", "TopicPartition", "connect", "errors"]

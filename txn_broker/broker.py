@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from .config import Settings, resolve_database_url, resolve_storage_url
+from .consumer import Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
 from .database import Database, Tx, mask_url
 from .errors import (
@@ -20,7 +21,10 @@ from .errors import (
     UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
 )
-from .fetch import READ_COMMITTED, PartitionOffsets, partition_offsets
+from .fsck import FsckReport, check
+from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
+from .log.appends import segment_registered
+from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
 from .migrations import require_current, upgrade_db
 from .models import (
     GroupDescription,
@@ -34,13 +38,10 @@ from .models import (
     TxnPartition,
 )
 from .names import validate_id, validate_partition
+from .producer import Producer
 from .states import TxnState
 from .storage import ObjectStore, open_store
 from .topics import TopicMeta, Topics
-
-if TYPE_CHECKING:
-    from .fsck import FsckReport
-    from .gc import GcReport
 
 log = logging.getLogger(__name__)
 
@@ -110,17 +111,9 @@ class Broker:
 
     def check_offset(self, meta: TopicMeta, partition: int, offset: Any, *,
                      allow_below_start: bool = True) -> None:
-        """Raise OffsetOutOfRangeError unless ``offset`` lies in [log start (or 0), HW]."""
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise OffsetOutOfRangeError(f"offset must be a non-negative int, got {offset!r}")
-        offsets = self.db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
-        assert offsets is not None
-        low = 0 if allow_below_start else offsets.log_start_offset
-        if not low <= offset <= offsets.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is outside {meta.name}-{partition}'s log [{low}, "
-                f"{offsets.high_watermark}]"
-            )
+        """Raise OffsetOutOfRangeError unless ``offset`` lies in [log start (or 0), HW]
+        (InvalidInputError if it is not an int)."""
+        check_offset(self.db, meta.topic_id, meta.name, partition, offset, allow_below_start=allow_below_start)
 
     def end_offsets(self, partitions: Iterable[TopicPartition],
                     isolation_level: str = READ_COMMITTED) -> dict[TopicPartition, int]:
@@ -152,53 +145,28 @@ class Broker:
 
     def segment_registered(self, object_key: str) -> bool:
         """Whether an uploaded object was registered as a segment."""
-        row = self.db.run(lambda tx: tx.one("segment_by_object_key", object_key=object_key), write=False)
-        return row is not None
+        return segment_registered(self.db, object_key)
 
     # -- clients -------------------------------------------------------------------------
 
     def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> Any:
         """An idempotent producer, or a transactional one when ``transactional_id`` is set."""
-        from .producer import Producer
-
-        return Producer(self, transactional_id, transaction_timeout_ms)
+        return Producer(self.coordinator, self.topics, self.db, self.store, self.settings, transactional_id,
+                        transaction_timeout_ms)
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
                  auto_offset_reset: str = "earliest") -> Any:
-        from .consumer import Consumer
-
-        return Consumer(self, group_id, isolation_level, auto_offset_reset)
+        return Consumer(self.db, self.store, self.topics, group_id, isolation_level, auto_offset_reset)
 
     # -- consumer groups -----------------------------------------------------------------
 
     def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                           ) -> dict[TopicPartition, int | None]:
-        validate_id("group id", group_id)
-        tps = [TopicPartition(*tp) for tp in partitions]
-        metas = {tp.topic: self.topics.get(tp.topic) for tp in tps}
-
-        def work(tx: Tx) -> dict[TopicPartition, int | None]:
-            found: dict[tuple[str, int], int] = {}
-            for name, meta in metas.items():
-                for r in tx.all("group_offsets_for_topic", group_id=group_id, topic_id=meta.topic_id):
-                    found[(name, r.partition_no)] = r.committed_offset
-            return {tp: found.get((tp.topic, tp.partition)) for tp in tps}
-
-        return self.db.read(work)
+        return committed_offsets(self.db, self.topics, group_id, partitions)
 
     def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
-        validate_id("group id", group_id)
-        rows = []
-        for tp, offset in offsets.items():
-            tp = TopicPartition(*tp)
-            meta = self.topics.get(tp.topic)
-            validate_partition(tp.partition, meta.partition_count, tp.topic)
-            self.check_offset(meta, tp.partition, offset)
-            rows.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition,
-                         "committed_offset": int(offset)})
-        rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
-        self.db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
+        commit_offsets(self.db, self.topics, group_id, offsets)
 
     def list_groups(self) -> list[str]:
         return [r.group_id for r in self.db.run(lambda tx: tx.all("list_groups"), write=False)]
@@ -304,17 +272,13 @@ class Broker:
     def gc(self, *, dry_run: bool = False, orphan_grace_ms: int | None = None,
            delete_delay_ms: int | None = None) -> GcReport:
         """Garbage collection: :func:`txn_broker.gc.collect_garbage` (returns a GcReport)."""
-        from .gc import DEFAULT_DELETE_DELAY_MS, collect_garbage
-
-        return collect_garbage(self, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
+        return collect_garbage(self.db, self.store, self.settings, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
                                delete_delay_ms=DEFAULT_DELETE_DELAY_MS if delete_delay_ms is None
                                else delete_delay_ms)
 
     def fsck(self) -> FsckReport:
         """Check metadata against storage: :func:`txn_broker.fsck.check` (returns an FsckReport)."""
-        from .fsck import check
-
-        return check(self)
+        return check(self.db, self.store, self.settings)
 
     def close(self) -> None:
         self.db.dispose()

@@ -15,27 +15,19 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from .database import Database, Tx
 from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
-from .fetch import (
-    ISOLATION_LEVELS,
-    READ_COMMITTED,
-    PlannedSegment,
-    SegmentCache,
-    plan_fetch,
-    read_rows,
-    with_metadata,
-)
+from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
+from .log.reader import SegmentCache, read_rows, with_metadata
+from .log.segment_format import read_schema
 from .models import TopicPartition
 from .names import validate_id, validate_partition
-from .records import read_schema
-
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .topics import TopicMeta
+from .storage import ObjectStore
+from .topics import TopicMeta, Topics
 
 RESETS = ("earliest", "latest", "none")
 
@@ -60,24 +52,58 @@ class _Plan:
     block_start: int = 0
 
 
+def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: Iterable[TopicPartition]
+                      ) -> dict[TopicPartition, int | None]:
+    """A group's committed offsets (the next offset to read); None where it has none."""
+    validate_id("group id", group_id)
+    tps = [TopicPartition(*tp) for tp in partitions]
+    metas = {tp.topic: topics.get(tp.topic) for tp in tps}
+
+    def work(tx: Tx) -> dict[TopicPartition, int | None]:
+        found: dict[tuple[str, int], int] = {}
+        for name, meta in metas.items():
+            for r in tx.all("group_offsets_for_topic", group_id=group_id, topic_id=meta.topic_id):
+                found[(name, r.partition_no)] = r.committed_offset
+        return {tp: found.get((tp.topic, tp.partition)) for tp in tps}
+
+    return db.read(work)
+
+
+def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+    validate_id("group id", group_id)
+    rows = []
+    for tp, offset in offsets.items():
+        tp = TopicPartition(*tp)
+        meta = topics.get(tp.topic)
+        validate_partition(tp.partition, meta.partition_count, tp.topic)
+        check_offset(db, meta.topic_id, meta.name, tp.partition, offset)
+        rows.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition,
+                     "committed_offset": int(offset)})
+    rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
+    db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
+
+
 class Consumer:
     """Create with ``broker.consumer(group_id=None, isolation_level="read_committed",
-    auto_offset_reset="earliest")``."""
+    auto_offset_reset="earliest")``. Reads through the metadata database ``db``, the
+    object store ``store`` and the topic lookup ``topics``."""
 
-    def __init__(self, broker: Broker, group_id: str | None = None,
+    def __init__(self, db: Database, store: ObjectStore, topics: Topics, group_id: str | None = None,
                  isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest") -> None:
         if isolation_level not in ISOLATION_LEVELS:
             raise InvalidConfigError(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
         if auto_offset_reset not in RESETS:
             raise InvalidConfigError(f"auto_offset_reset must be one of {RESETS}, got {auto_offset_reset!r}")
-        self._broker = broker
+        self._db = db
+        self._topics = topics
         self.group_id = None if group_id is None else validate_id("group id", group_id)
         self.isolation_level = isolation_level
         self.auto_offset_reset = auto_offset_reset
         self._assignment: list[TopicPartition] = []
         self._meta: dict[str, TopicMeta] = {}
         self._positions: dict[TopicPartition, int] = {}
-        self._cache = SegmentCache(broker.store)
+        self._cache = SegmentCache(store)
         self._plans: dict[TopicPartition, _Plan] = {}
         self._sizes: dict[str, float] = {}
         self._next = 0
@@ -111,7 +137,7 @@ class Consumer:
     def _topic(self, name: str) -> TopicMeta:
         meta = self._meta.get(name)
         if meta is None:
-            meta = self._meta[name] = self._broker.topics.get(name)
+            meta = self._meta[name] = self._topics.get(name)
         return meta
 
     def _check_open(self) -> None:
@@ -135,7 +161,7 @@ class Consumer:
 
     def _reset(self, tp: TopicPartition) -> int:
         meta = self._topic(tp.topic)
-        offsets, _ = plan_fetch(self._broker.db, meta.topic_id, tp.partition, None, self.isolation_level)
+        offsets, _ = plan_fetch(self._db, meta.topic_id, tp.partition, None, self.isolation_level)
         if offsets is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} was deleted")
         if self.auto_offset_reset == "earliest":
@@ -157,7 +183,7 @@ class Consumer:
         self._check_open()
         tp = self._check_assigned(tp)
         meta = self._topic(tp.topic)
-        self._broker.check_offset(meta, tp.partition, offset, allow_below_start=False)
+        check_offset(self._db, meta.topic_id, meta.name, tp.partition, offset, allow_below_start=False)
         self._positions[tp] = int(offset)
         self._plans.pop(tp, None)
 
@@ -165,7 +191,7 @@ class Consumer:
         for tp in tps or self._assignment:
             tp = self._check_assigned(tp)
             meta = self._topic(tp.topic)
-            offsets, _ = plan_fetch(self._broker.db, meta.topic_id, tp.partition, None, self.isolation_level)
+            offsets, _ = plan_fetch(self._db, meta.topic_id, tp.partition, None, self.isolation_level)
             assert offsets is not None
             self._positions[tp] = offsets.log_start_offset
 
@@ -173,7 +199,7 @@ class Consumer:
         for tp in tps or self._assignment:
             tp = self._check_assigned(tp)
             meta = self._topic(tp.topic)
-            offsets, _ = plan_fetch(self._broker.db, meta.topic_id, tp.partition, None, self.isolation_level)
+            offsets, _ = plan_fetch(self._db, meta.topic_id, tp.partition, None, self.isolation_level)
             assert offsets is not None
             self._positions[tp] = offsets.end(self.isolation_level)
 
@@ -245,13 +271,13 @@ class Consumer:
         if plan is not None and plan.position == position < plan.end:
             return plan
         meta = self._topic(tp.topic)
-        offsets, segments = plan_fetch(self._broker.db, meta.topic_id, tp.partition, position,
+        offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position,
                                        self.isolation_level)
         if offsets is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} was deleted")
         if position < offsets.log_start_offset or position > offsets.high_watermark:
             position = self._positions[tp] = self._reset(tp)  # out of range: reset like Kafka
-            offsets, segments = plan_fetch(self._broker.db, meta.topic_id, tp.partition, position,
+            offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position,
                                            self.isolation_level)
             assert offsets is not None
         end = offsets.end(self.isolation_level)
@@ -337,7 +363,7 @@ class Consumer:
         """The group's committed offsets (next offset to read); None where it has none."""
         self._check_open()
         group = self._require_group()
-        return self._broker.committed_offsets(group, [TopicPartition(*tp) for tp in partitions])
+        return committed_offsets(self._db, self._topics, group, partitions)
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) for the group, outside any
@@ -346,7 +372,7 @@ class Consumer:
         group = self._require_group()
         if offsets is None:
             offsets = dict(self._positions)
-        self._broker.commit_offsets(group, {TopicPartition(*tp): o for tp, o in offsets.items()})
+        commit_offsets(self._db, self._topics, group, {TopicPartition(*tp): o for tp, o in offsets.items()})
 
     def _require_group(self) -> str:
         if self.group_id is None:

@@ -1,5 +1,7 @@
-"""The transaction coordinator: the transaction log, zombie fencing, idempotent appends,
-atomic commit and abort, and the sweeps that time out, roll forward and expire.
+"""The transaction coordinator: the transaction log, zombie fencing, atomic commit and
+abort, and the sweeps that time out, roll forward and expire. Appends are made here under
+the transactional id's lock; the partition log's side of them (idempotence, offsets, the
+segment's registration) is :mod:`txn_broker.log.appends`.
 
 It is code running in whichever process calls the broker, serialised through the
 database: every decision is made under the row lock of the transactional id
@@ -25,8 +27,8 @@ coordinator (timeout sweep, admin abort) commits the epoch bump that fences the 
 Transaction ids come from a PostgreSQL sequence (no row lock: transaction starts do not
 queue), or from the ``counters`` row on SQLite, whose writers are serialised anyway.
 
-(Just over 600 lines: every transition of the transaction log and the lock it is made
-under stay in this one module, so that they can be read and checked together.)
+Every transition of the transaction log and the lock it is made under stay in this one
+module, so that they can be read and checked together.
 """
 
 from __future__ import annotations
@@ -44,78 +46,17 @@ from .errors import (
     InvalidProducerEpochError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
 )
 from .faults import fault_point
+from .log.appends import append_sequenced, append_uploaded
+from .log.types import AppendResult, ProducerIdentity, SegmentWrite, TransactionHandle
 from .states import IDLE_STATES, PREPARED_STATES, TxnState, check_transition
 
 log = logging.getLogger(__name__)
 S = TxnState
 MAX_EPOCH = 32767
 SWEEP_BATCH = 500
-
-
-@dataclass(frozen=True)
-class ProducerIdentity:
-    """Who is writing: the transactional id (None for an idempotent producer), the
-    producer id the coordinator gave it, and its epoch."""
-
-    transactional_id: str | None
-    producer_id: int
-    epoch: int
-
-
-@dataclass(frozen=True)
-class TransactionHandle:
-    """What an external writer (a Spark job) needs to write into an open transaction:
-    the producer identity and the transaction's id (None: idempotent, no transaction).
-    Plain values, so it can be passed as options to other processes."""
-
-    transactional_id: str | None
-    producer_id: int
-    epoch: int
-    txn_id: int | None
-
-    @property
-    def identity(self) -> ProducerIdentity:
-        return ProducerIdentity(self.transactional_id, self.producer_id, self.epoch)
-
-
-@dataclass(frozen=True)
-class SegmentWrite:
-    """A fully uploaded segment object to register in a partition's log."""
-
-    topic_id: int
-    topic: str
-    partition: int
-    record_count: int
-    size_bytes: int
-    object_key: str
-    base_sequence: int
-    max_timestamp_ms: int
-    #: the sequence number of the segment's last record, for writers that number records
-    #: (Kafka's protocol: a batch of n records holds base_sequence .. base_sequence + n - 1).
-    #: None: the segment takes one sequence number (the Python producer numbers segments).
-    last_sequence: int | None = None
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    topic: str
-    partition: int
-    base_offset: int
-    record_count: int
-    #: True when an earlier attempt had stored it already (DuplicateSequence: success)
-    duplicate: bool = False
-    #: the transaction the segment belongs to (None: not transactional)
-    txn_id: int | None = None
-
-
-class UnknownProducerStateError(OutOfOrderSequenceError):
-    """The broker holds no sequence state for this producer and partition (it expired);
-    a producer with nothing in flight may restart that partition at sequence 0."""
 
 
 @dataclass
@@ -401,85 +342,10 @@ class Coordinator:
                     )
             results = []
             for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
-                results.append(self._append_one(tx, ident, open_txn, w))
+                results.append(append_sequenced(tx, ident, open_txn, w))
             return results
 
         return self.db.run(work)
-
-    def _append_one(
-        self, tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite
-    ) -> AppendResult:
-        key = {"producer_id": ident.producer_id, "topic_id": w.topic_id, "partition_no": w.partition}
-        state = tx.one("producer_state_for_update", **key)
-        if state is not None and state.producer_epoch > ident.epoch:
-            raise InvalidProducerEpochError(
-                f"producer id {ident.producer_id} epoch {ident.epoch} is older than epoch "
-                f"{state.producer_epoch} seen on {w.topic}-{w.partition}; fenced"
-            )
-        if state is None or state.producer_epoch < ident.epoch:
-            expected = 0
-        else:
-            if w.base_sequence <= state.last_sequence:
-                stored = tx.one("segment_by_sequence", base_sequence=w.base_sequence,
-                                producer_epoch=ident.epoch, **key)
-                # numbered by record, a retry is a new object holding the same records: the
-                # same first sequence and count is the same batch (as Kafka decides)
-                same_batch = stored is not None and (
-                    stored.object_key == w.object_key
-                    or (w.last_sequence is not None and stored.record_count == w.record_count))
-                if (stored is not None or w.last_sequence is not None) and not same_batch:
-                    raise OutOfOrderSequenceError(
-                        f"sequence {w.base_sequence} on {w.topic}-{w.partition} of producer id "
-                        f"{ident.producer_id} was used by another batch; expected "
-                        f"{state.last_sequence + 1}"
-                    )
-                return AppendResult(
-                    w.topic, w.partition, stored.base_offset if stored else -1,
-                    stored.record_count if stored else w.record_count, duplicate=True, txn_id=txn_id,
-                )
-            expected = state.last_sequence + 1
-        if w.base_sequence != expected:
-            error = UnknownProducerStateError if state is None else OutOfOrderSequenceError
-            raise error(
-                f"out of order sequence on {w.topic}-{w.partition} from producer id "
-                f"{ident.producer_id}: got {w.base_sequence}, expected {expected}"
-            )
-        last = w.base_sequence if w.last_sequence is None else w.last_sequence
-        if last < w.base_sequence:
-            raise OutOfOrderSequenceError(
-                f"batch on {w.topic}-{w.partition} ends at sequence {last}, before its first {w.base_sequence}")
-        tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=last)
-        return self._insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence)
-
-    def _insert_segment(
-        self, tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite, base_sequence: int
-    ) -> AppendResult:
-        """Assign offsets (locking the partition row), register the segment and, in a
-        transaction, add the partition to the transaction or note the append in its entry
-        (one statement)."""
-        high_watermark = tx.scalar(
-            "allocate_offsets", record_count=w.record_count, topic_id=w.topic_id, partition_no=w.partition
-        )
-        if high_watermark is None:
-            raise UnknownTopicOrPartitionError(f"topic partition {w.topic}-{w.partition} no longer exists")
-        base_offset = int(high_watermark) - w.record_count
-        tx.execute(
-            "insert_segment", producer_id=ident.producer_id, topic_id=w.topic_id, partition_no=w.partition,
-            base_offset=base_offset, record_count=w.record_count,
-            size_bytes=w.size_bytes, object_key=w.object_key, producer_epoch=ident.epoch,
-            base_sequence=base_sequence, txn_id=txn_id, max_timestamp_ms=w.max_timestamp_ms,
-        )
-        if txn_id is not None:
-            changed = tx.execute(
-                "add_txn_append", txn_id=txn_id, topic_id=w.topic_id, partition_no=w.partition,
-                base_offset=base_offset, last_offset=base_offset + w.record_count - 1,
-                record_count=w.record_count, size_bytes=w.size_bytes,
-            )
-            if changed != 1:  # its marker is written: the caller checked the state, so never
-                raise InvalidTxnStateError(
-                    f"transaction {txn_id} has ended in {w.topic}-{w.partition}; the append is refused"
-                )
-        return AppendResult(w.topic, w.partition, base_offset, w.record_count, txn_id=txn_id)
 
     def register_uploaded(
         self, handle: TransactionHandle, writes: Sequence[SegmentWrite]
@@ -504,12 +370,7 @@ class Coordinator:
                     )
             results = []
             for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.object_key)):
-                stored = tx.one("segment_by_object_key", object_key=w.object_key)
-                if stored is not None:
-                    results.append(AppendResult(w.topic, w.partition, stored.base_offset,
-                                                stored.record_count, duplicate=True, txn_id=handle.txn_id))
-                    continue
-                results.append(self._insert_segment(tx, ident, handle.txn_id, w, base_sequence=-1))
+                results.append(append_uploaded(tx, ident, handle.txn_id, w))
             return results
 
         return self.db.run(work)

@@ -1,6 +1,6 @@
 """fsck: check the metadata against object storage.
 
-``check(broker)`` reports **problems** (inconsistencies: the broker may return wrong data
+``check(db, store, settings)`` reports **problems** (inconsistencies: the broker may return wrong data
 or fail to read) and **warnings** (orphan objects: unreferenced objects, which are gc's
 business, not an inconsistency). Problem kinds, stable for scripts:
 
@@ -29,16 +29,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .database import Tx
-from .fetch import partition_offsets
-from .gc import partitions_page
-from .orphans import SEGMENT_PREFIX, db_now_ms, default_grace_ms, find_orphans, partition_of
-
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .storage import ObjectInfo
+from .config import Settings
+from .database import Database, Tx
+from .log.keys import parse_segment_key, partition_prefix
+from .log.partition import partition_offsets, partitions_page
+from .orphans import db_now_ms, default_grace_ms, find_orphans
+from .storage import ObjectInfo, ObjectStore
 
 PROBLEM_KINDS = (
     "missing_object", "size_mismatch", "offset_gap", "offset_overlap",
@@ -112,30 +110,32 @@ class _Stored:
     txn_id: int | None
 
 
-def check(broker: Broker, *, progress: Callable[[str], None] | None = None) -> FsckReport:
+def check(db: Database, store: ObjectStore, settings: Settings, *,
+          progress: Callable[[str], None] | None = None) -> FsckReport:
     """Check every partition, the transaction markers and the store; never changes anything.
     Raises DatabaseUnavailableError / StorageUnavailableError when it cannot read."""
     say = progress or (lambda _message: None)
     report = FsckReport()
     after = (-1, -1)
     while True:
-        page = broker.db.read(partial(partitions_page, after=after))
+        page = db.read(partial(partitions_page, after=after, limit=_PAGE))
         for p in page:
-            _check_partition(broker, report, p.topic_id, p.topic, p.partition_no)
+            _check_partition(db, store, report, p.topic_id, p.topic, p.partition_no)
             if report.partitions_checked % 100 == 0:
                 say(f"checked {report.partitions_checked} partitions")
         if len(page) < _PAGE:
             break
         after = (page[-1].topic_id, page[-1].partition_no)
     say("checking transaction markers")
-    _check_markers(broker, report)
+    _check_markers(db, report)
     say("looking for orphan objects")
-    _check_orphans(broker, report)
+    _check_orphans(db, store, settings, report)
     return report
 
 
-def _check_partition(broker: Broker, report: FsckReport, topic_id: int, topic: str, partition: int) -> None:
-    listed = {o.key: o for o in broker.store.list(f"{SEGMENT_PREFIX}{topic_id}/{partition}/")}
+def _check_partition(db: Database, store: ObjectStore, report: FsckReport, topic_id: int, topic: str,
+                     partition: int) -> None:
+    listed = {o.key: o for o in store.list(partition_prefix(topic_id, partition))}
     report.objects_checked += len(listed)
     where: dict[str, Any] = {"topic": topic, "partition": partition}
     key = {"topic_id": topic_id, "partition_no": partition}
@@ -188,15 +188,15 @@ def _check_partition(broker: Broker, report: FsckReport, topic_id: int, topic: s
                 f"(high watermark {hw})", offset=expected, **where))
         return findings, stored, count
 
-    findings, stored, count = broker.db.read(snapshot)
+    findings, stored, count = db.read(snapshot)
     report.partitions_checked += 1
     report.segments_checked += count
     for finding in findings:
         report.add(finding)
     for s in stored:
-        info: ObjectInfo | None = listed.get(s.key) or broker.store.head(s.key)
+        info: ObjectInfo | None = listed.get(s.key) or store.head(s.key)
         if info is None:
-            if _still_live(broker, s.key):
+            if _still_live(db, s.key):
                 report.add(Finding("missing_object", f"{topic}-{partition}: the object of segment at "
                                    f"offset {s.offset} is missing: {s.key}", object_key=s.key,
                                    offset=s.offset, txn_id=s.txn_id, size_bytes=s.size, **where))
@@ -207,9 +207,9 @@ def _check_partition(broker: Broker, report: FsckReport, topic_id: int, topic: s
                                **where))
 
 
-def _still_live(broker: Broker, key: str) -> bool:
+def _still_live(db: Database, key: str) -> bool:
     """Whether the segment is still registered and not purged (gc may have just removed it)."""
-    row = broker.db.read(lambda tx: tx.one("segment_state_by_key", object_key=key))
+    row = db.read(lambda tx: tx.one("segment_state_by_key", object_key=key))
     return row is not None and row.purged_ms is None
 
 
@@ -218,7 +218,7 @@ def _topic_name(tx: Tx, topic_id: int) -> str | None:
     return row.name if row else None
 
 
-def _check_markers(broker: Broker, report: FsckReport) -> None:
+def _check_markers(db: Database, report: FsckReport) -> None:
     def work(tx: Tx) -> list[Finding]:
         findings = []
         for r in tx.all("fsck_entries_without_transaction", limit=MAX_LISTED + 1):
@@ -237,20 +237,20 @@ def _check_markers(broker: Broker, report: FsckReport) -> None:
                 topic=topic, partition=r.partition_no, txn_id=r.txn_id))
         return findings
 
-    for finding in broker.db.read(work):
+    for finding in db.read(work):
         report.add(finding)
 
 
-def _check_orphans(broker: Broker, report: FsckReport) -> None:
-    grace = default_grace_ms(broker)
+def _check_orphans(db: Database, store: ObjectStore, settings: Settings, report: FsckReport) -> None:
+    grace = default_grace_ms(settings)
     names: dict[int, str | None] = {}
-    for orphan in find_orphans(broker, db_now_ms(broker)):
+    for orphan in find_orphans(db, store, db_now_ms(db)):
         topic, partition = None, None
-        place = partition_of(orphan.key)
+        place = parse_segment_key(orphan.key)
         if place is not None:
             topic_id, partition = place
             if topic_id not in names:
-                names[topic_id] = broker.db.read(partial(_topic_name, topic_id=topic_id))
+                names[topic_id] = db.read(partial(_topic_name, topic_id=topic_id))
             topic = names[topic_id]
         when = ("older than the gc grace period: `txn-broker gc` deletes it" if orphan.age_ms >= grace else
                 "within the gc grace period (possibly an upload not registered yet)")

@@ -14,19 +14,15 @@ bucket or directory, so nothing else is ever deleted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .config import DAY_MS
-from .database import Tx
+from .config import DAY_MS, Settings
+from .database import Database, Tx
+from .log.keys import SEGMENT_PREFIX, parse_segment_key
+from .storage import ObjectStore
 
-if TYPE_CHECKING:
-    from .broker import Broker
-
-SEGMENT_PREFIX = "topics/"
-_PARTITION_KEY = re.compile(r"topics/(\d{1,18})/(\d{1,9})/")
 _PAGE = 5000
 
 
@@ -41,19 +37,13 @@ class Orphan:
     age_ms: int
 
 
-def default_grace_ms(broker: Broker) -> int:
+def default_grace_ms(settings: Settings) -> int:
     """The default orphan grace: a day, or the longest a transaction may stay open if
     that is longer (a writer registers its uploads before its transaction ends)."""
-    return max(DAY_MS, broker.settings.max_transaction_timeout_ms)
+    return max(DAY_MS, settings.max_transaction_timeout_ms)
 
 
-def partition_of(key: str) -> tuple[int, int] | None:
-    """``(topic_id, partition)`` of a segment object key, None for any other key."""
-    m = _PARTITION_KEY.match(key)
-    return (int(m[1]), int(m[2])) if m else None
-
-
-def referenced_keys(broker: Broker, topic_id: int, partition: int) -> set[str]:
+def referenced_keys(db: Database, topic_id: int, partition: int) -> set[str]:
     """The object keys a partition's segment rows reference, read in pages."""
     keys: set[str] = set()
     after = -1
@@ -63,40 +53,40 @@ def referenced_keys(broker: Broker, topic_id: int, partition: int) -> set[str]:
             return tx.all("partition_object_keys", topic_id=topic_id, partition_no=partition,
                           after_offset=after, limit=_PAGE)
 
-        rows = broker.db.read(page)
+        rows = db.read(page)
         keys.update(r.object_key for r in rows)
         if len(rows) < _PAGE:
             return keys
         after = rows[-1].base_offset
 
 
-def is_known(broker: Broker, key: str) -> bool:
+def is_known(db: Database, key: str) -> bool:
     """Whether a segment row or a queued deletion references ``key`` right now."""
-    return broker.db.read(lambda tx: tx.one("object_key_known", object_key=key)) is not None
+    return db.read(lambda tx: tx.one("object_key_known", object_key=key)) is not None
 
 
-def db_now_ms(broker: Broker) -> int:
+def db_now_ms(db: Database) -> int:
     def work(tx: Tx) -> int:
         return int(tx.scalar("now_ms"))
 
-    return broker.db.read(work)
+    return db.read(work)
 
 
-def find_orphans(broker: Broker, now_ms: int | None = None) -> Iterator[Orphan]:
+def find_orphans(db: Database, store: ObjectStore, now_ms: int | None = None) -> Iterator[Orphan]:
     """Every orphan under ``topics/``, streamed from the store's listing.
 
     The listing is compared with each partition's referenced keys (loaded once per run of
     consecutive keys of a partition, which is how both stores list); a key not among them
     is confirmed with a direct lookup, so an object registered after its partition's keys
     were loaded is never reported."""
-    now = db_now_ms(broker) if now_ms is None else now_ms
+    now = db_now_ms(db) if now_ms is None else now_ms
     current: tuple[int, int] | None = None
     known: set[str] = set()
-    for info in broker.store.list(SEGMENT_PREFIX):
-        partition = partition_of(info.key)
+    for info in store.list(SEGMENT_PREFIX):
+        partition = parse_segment_key(info.key)
         if partition != current:
             current = partition
-            known = referenced_keys(broker, *partition) if partition is not None else set()
-        if info.key in known or is_known(broker, info.key):
+            known = referenced_keys(db, *partition) if partition is not None else set()
+        if info.key in known or is_known(db, info.key):
             continue
         yield Orphan(info.key, info.size, info.modified_ms, now - info.modified_ms)

@@ -13,15 +13,10 @@ import pyarrow as pa
 from .config import Settings
 from .database import Database, Tx
 from .errors import InvalidConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from .log.batches import DEFAULT_SCHEMA, schema_from_text, schema_to_text, validate_topic_schema
+from .log.segment_format import COMPRESSION_TYPES
 from .models import PartitionInfo, TopicDescription
 from .names import validate_topic_name
-from .records import (
-    COMPRESSION_TYPES,
-    DEFAULT_SCHEMA,
-    schema_from_text,
-    schema_to_text,
-    validate_topic_schema,
-)
 
 MAX_PARTITIONS = 10_000
 #: topic configs and their defaults (-1: unlimited; None: the broker's max_message_bytes)

@@ -43,7 +43,6 @@ from chaos.client import COPY_GROUP, COPY_IN, COPY_OUT, COPY_SUFFIX, PARTITIONS,
 from chaos.history import History
 
 from txn_broker import TopicPartition
-from txn_broker.fsck import check as check_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_NEMESES = ("kill", "commit-kill", "pause", "pg-restart", "s3")
@@ -372,7 +371,7 @@ class ChaosRun:
             committed = broker.committed_offsets(COPY_GROUP, tps)
             final.final_group(COPY_GROUP, [[tp.topic, tp.partition, committed[tp] or 0] for tp in tps])
             final.meta(copy=[{"input": COPY_IN, "output": COPY_OUT, "group": COPY_GROUP, "suffix": COPY_SUFFIX}])
-            fsck = check_storage(broker)
+            fsck = broker.fsck()
             self.fsck_problems = [f.message for f in fsck.problems]
             self.fsck_warnings = len(fsck.warnings)
         finally:

@@ -13,11 +13,9 @@ import sqlalchemy as sa
 from _cli import run, run_json
 
 from txn_broker import TopicPartition
-from txn_broker.coordinator import SegmentWrite
-from txn_broker.fsck import check
-from txn_broker.gc import collect_garbage
+from txn_broker.log.segment_format import encode_segment, with_timestamp
+from txn_broker.log.types import SegmentWrite
 from txn_broker.orphans import find_orphans
-from txn_broker.records import encode_segment, with_timestamp
 
 pytestmark = pytest.mark.integration
 SCHEMA = pa.schema([("v", pa.int64())])
@@ -162,12 +160,12 @@ def test_orphan_grace_is_measured_by_age(backend):
     old = f"topics/{topic_id}/0/old.arrow"
     broker.store.put(old, b"old")
     deadline = time.monotonic() + 60
-    while not any(o.key == old and o.age_ms > grace + 100 for o in find_orphans(broker)):
+    while not any(o.key == old and o.age_ms > grace + 100 for o in find_orphans(broker.db, broker.store)):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     young = f"topics/{topic_id}/0/young.arrow"
     broker.store.put(young, b"young")
-    report = collect_garbage(broker, orphan_grace_ms=grace)
+    report = broker.gc(orphan_grace_ms=grace)
     assert (report.orphans_deleted, report.orphans_within_grace) == (1, 1)
     assert not exists(broker, old) and exists(broker, young)
 
@@ -227,7 +225,7 @@ def test_fsck_detects_offset_and_marker_inconsistencies(backend):
         p.send("txns", [{"v": 1}], partition=0)
         p.send("txns", [{"v": 2}], partition=1)
     txn_id = broker.describe_transaction("p").txn_id
-    assert check(broker).ok
+    assert broker.fsck().ok
     _tamper(backend, broker,
             f"DELETE FROM segments WHERE topic_id = {gap} AND base_offset = 1",
             f"UPDATE segments SET record_count = 2 WHERE topic_id = {overlap} AND base_offset = 0",
@@ -235,7 +233,7 @@ def test_fsck_detects_offset_and_marker_inconsistencies(backend):
             f"DELETE FROM txn_partitions WHERE txn_id = {txn_id} AND partition_no = 1",
             "INSERT INTO txn_partitions (txn_id, topic_id, partition_no, record_count, size_bytes, marker) "
             f"VALUES (987654, {gap}, 0, 0, 0, 'COMMIT')")
-    report = check(broker)
+    report = broker.fsck()
     assert not report.ok
     kinds = {(f.kind, f.topic) for f in report.problems}
     assert kinds == {("offset_gap", "gap"), ("offset_overlap", "overlap"),

@@ -14,7 +14,7 @@ import pytest
 from _cli import TXN_BROKER, cli_env, error_line, run, run_json
 
 from txn_broker import TopicPartition
-from txn_broker.records import key_partitions
+from txn_broker.log.batches import key_partitions
 
 pytestmark = pytest.mark.integration
 

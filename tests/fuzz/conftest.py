@@ -20,7 +20,6 @@ def unique(prefix: str = "f") -> str:
 def broker(request, tmp_path, monkeypatch):
     """A fresh broker for one property; fsck must be clean after the property ran."""
     import txn_broker
-    from txn_broker.fsck import check
 
     name = None
     if request.param == "sqlite":
@@ -35,7 +34,7 @@ def broker(request, tmp_path, monkeypatch):
         broker = txn_broker.connect(url, f"s3://{s3.new_bucket()}/segments")
     try:
         yield broker
-        report = check(broker)
+        report = broker.fsck()
         assert report.ok, [f.message for f in report.problems][:10]
     finally:
         broker.close()

@@ -19,6 +19,7 @@ import txn_broker
 from txn_broker import TopicPartition
 from txn_broker.errors import (
     InvalidConfigError,
+    InvalidInputError,
     InvalidNameError,
     InvalidTopicNameError,
     InvalidTransactionTimeoutError,
@@ -28,7 +29,7 @@ from txn_broker.errors import (
     TxnBrokerError,
     UnknownTopicOrPartitionError,
 )
-from txn_broker.records import COMPRESSION_TYPES
+from txn_broker.log.segment_format import COMPRESSION_TYPES
 
 pytestmark = pytest.mark.integration
 
@@ -261,14 +262,17 @@ def test_offsets_out_of_range(broker, offset, partition):
     producer.close()
     valid_partition = isinstance(partition, int) and not isinstance(partition, bool) and 0 <= partition < 2
     hw = 3 if partition == 0 else 0
-    valid_offset = isinstance(offset, int) and not isinstance(offset, bool) and 0 <= offset <= hw
+    is_int = isinstance(offset, int) and not isinstance(offset, bool)
+    valid_offset = is_int and 0 <= offset <= hw
     tp = TopicPartition(topic, partition)
     try:
         broker.commit_offsets("g-" + topic, {tp: offset})
     except UnknownTopicOrPartitionError:
         assert not valid_partition
     except OffsetOutOfRangeError:
-        assert valid_partition and not valid_offset
+        assert valid_partition and is_int and not valid_offset
+    except InvalidInputError:  # not an offset at all
+        assert valid_partition and not is_int
     else:
         assert valid_partition and valid_offset
         assert broker.committed_offsets("g-" + topic, [tp]) == {tp: offset}
@@ -279,7 +283,7 @@ def test_offsets_out_of_range(broker, offset, partition):
     tx.begin_transaction()
     try:
         tx.send_offsets_to_transaction({tp: offset}, "h-" + topic)
-    except (UnknownTopicOrPartitionError, OffsetOutOfRangeError):
+    except InvalidInputError:  # an unknown partition, an offset out of range or not an int
         assert not (valid_partition and valid_offset)
     tx.commit_transaction()
     consumer = broker.consumer()
@@ -288,7 +292,9 @@ def test_offsets_out_of_range(broker, offset, partition):
         try:
             consumer.seek(tp, offset)
         except OffsetOutOfRangeError:
-            assert not valid_offset
+            assert is_int and not valid_offset
+        except InvalidInputError:
+            assert not is_int
         else:
             assert valid_offset and consumer.position(tp) == offset
 

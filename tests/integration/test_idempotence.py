@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from txn_broker import TopicPartition
-from txn_broker.coordinator import ProducerIdentity, SegmentWrite
 from txn_broker.errors import DatabaseUnavailableError, OutOfOrderSequenceError
 from txn_broker.faults import set_fault_hook
+from txn_broker.log.types import ProducerIdentity, SegmentWrite
 
 pytestmark = pytest.mark.integration
 

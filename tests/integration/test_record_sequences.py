@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from txn_broker.coordinator import ProducerIdentity, SegmentWrite
 from txn_broker.errors import OutOfOrderSequenceError
+from txn_broker.log.types import ProducerIdentity, SegmentWrite
 
 pytestmark = pytest.mark.integration
 

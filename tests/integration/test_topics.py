@@ -12,7 +12,7 @@ from txn_broker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from txn_broker.records import DEFAULT_SCHEMA
+from txn_broker.log.batches import DEFAULT_SCHEMA
 
 pytestmark = pytest.mark.integration
 

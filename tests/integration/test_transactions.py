@@ -330,7 +330,7 @@ def test_a_producer_hung_with_buffered_records_is_aborted_by_the_timeout_sweep(b
 def test_appends_into_an_ended_transaction_or_from_a_stale_epoch_are_refused(backend):
     """The server-side defence: a late append of a transaction that ended, or one of a
     fenced instance, is refused under the transactional id's lock and writes nothing."""
-    from txn_broker.coordinator import SegmentWrite
+    from txn_broker.log.types import SegmentWrite
 
     broker = backend.connect()
     broker.create_topic("t", schema=SCHEMA)

@@ -16,7 +16,7 @@ def consume_all(broker: Any, topic: str, isolation_level: str = "read_committed"
         parts.append(batch)
     consumer.close()
     if not parts:
-        from txn_broker.records import read_schema
+        from txn_broker.log.segment_format import read_schema
 
         return read_schema(broker.topics.get(topic, refresh=True).schema).empty_table()
     return pa.concat_tables(parts)

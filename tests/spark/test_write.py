@@ -19,7 +19,7 @@ from txn_broker.errors import (
     RecordTooLargeError,
     SchemaMismatchError,
 )
-from txn_broker.records import key_partitions
+from txn_broker.log.batches import key_partitions
 from txn_broker.spark.failures import broker_error
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -83,7 +83,7 @@ def _read_jsonl(text, schema, binary_encoding="base64"):
 def test_what_consume_prints_produce_reads_back():
     import json
 
-    from txn_broker.records import DEFAULT_SCHEMA
+    from txn_broker.log.batches import DEFAULT_SCHEMA
 
     schema = pa.schema([*DEFAULT_SCHEMA, pa.field("at", pa.timestamp("ms", tz="UTC")),
                         pa.field("s", pa.struct([("ts", pa.timestamp("ms", tz="UTC")), ("d", pa.decimal128(5, 2)),

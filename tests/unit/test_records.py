@@ -5,13 +5,10 @@ import zlib
 import pyarrow as pa
 import pytest
 
-from txn_broker.errors import RecordTooLargeError, SchemaMismatchError
-from txn_broker.records import (
-    COMPRESSION_TYPES,
+from txn_broker.errors import InvalidConfigError, RecordTooLargeError, SchemaMismatchError
+from txn_broker.log.batches import (
     DEFAULT_SCHEMA,
     check_record_sizes,
-    decode_segment,
-    encode_segment,
     key_partitions,
     record_sizes,
     schema_from_text,
@@ -19,6 +16,7 @@ from txn_broker.records import (
     to_table,
     validate_topic_schema,
 )
+from txn_broker.log.segment_format import COMPRESSION_TYPES, decode_segment, encode_segment
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 
@@ -183,5 +181,5 @@ def test_segments_round_trip_with_every_compression(compression):
 
 
 def test_unknown_compression_is_refused():
-    with pytest.raises(ValueError, match="gzip"):
+    with pytest.raises(InvalidConfigError, match="gzip"):
         encode_segment(pa.table({"id": [1]}), "gzip")

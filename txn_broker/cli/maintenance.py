@@ -60,8 +60,9 @@ def collect_garbage(ctx: Context, args: argparse.Namespace) -> int:
     from ..gc import collect_garbage as gc
 
     delay = DEFAULT_DELETE_DELAY_MS if args.delete_delay_ms is None else args.delete_delay_ms
-    report = gc(ctx.broker, dry_run=args.dry_run, orphan_grace_ms=args.orphan_grace_ms, delete_delay_ms=delay,
-                progress=lambda message: ctx.out.status(f"gc: {message}"))
+    b = ctx.broker
+    report = gc(b.db, b.store, b.settings, dry_run=args.dry_run, orphan_grace_ms=args.orphan_grace_ms,
+                delete_delay_ms=delay, progress=lambda message: ctx.out.status(f"gc: {message}"))
     ctx.out.clear_status()
     if ctx.json:
         ctx.out.json(report.to_dict())
@@ -91,7 +92,8 @@ def collect_garbage(ctx: Context, args: argparse.Namespace) -> int:
 def fsck_check(ctx: Context, args: argparse.Namespace) -> int:
     from ..fsck import check
 
-    report = check(ctx.broker, progress=lambda message: ctx.out.status(f"fsck: {message}"))
+    b = ctx.broker
+    report = check(b.db, b.store, b.settings, progress=lambda message: ctx.out.status(f"fsck: {message}"))
     ctx.out.clear_status()
     if ctx.json:
         ctx.out.json(report.to_dict())

@@ -13,8 +13,8 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator import AppendResult
 from ..errors import SchemaMismatchError, TxnBrokerError
+from ..log.types import AppendResult
 from .common import Context, UsageError, positive_int
 from .records_io import BINARY_ENCODINGS, FORMATS, Source, guess_format, open_source
 

@@ -31,7 +31,6 @@ from typing import Any
 import pyarrow as pa
 
 from ..broker import Broker
-from ..coordinator import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..errors import (
     InvalidConfigError,
     InvalidTxnStateError,
@@ -41,10 +40,14 @@ from ..errors import (
     TxnBrokerError,
     UnknownGroupError,
 )
-from ..fetch import READ_COMMITTED, READ_UNCOMMITTED, SegmentCache, plan_fetch, read_rows
+from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
+from ..log.keys import segment_key
+from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, plan_fetch
+from ..log.reader import SegmentCache, read_rows
+from ..log.segment_format import TIMESTAMP_TYPE, encode_segment
+from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import TopicPartition
 from ..names import validate_partition
-from ..records import DEFAULT_SCHEMA, TIMESTAMP_TYPE, check_record_sizes, encode_segment, to_table
 from ..retry import retrying
 from ..states import TxnState
 from ..topics import TOPIC_CONFIGS, TopicMeta
@@ -188,8 +191,8 @@ class KafkaBackend:
         write = SegmentWrite(
             topic_id=meta.topic_id, topic=meta.name, partition=partition, record_count=n,
             size_bytes=len(payload),
-            object_key=(f"topics/{meta.topic_id}/{partition}/{ident.producer_id}-{ident.epoch}-"
-                        f"k{batch.base_sequence}-{uuid.uuid4().hex[:12]}.arrow"),
+            object_key=segment_key(meta.topic_id, partition, f"{ident.producer_id}-{ident.epoch}-"
+                                   f"k{batch.base_sequence}-{uuid.uuid4().hex[:12]}"),
             base_sequence=batch.base_sequence if idempotent else -1,
             max_timestamp_ms=max(ts.to_pylist()),
             last_sequence=batch.base_sequence + n - 1 if idempotent else None,

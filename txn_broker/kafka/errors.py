@@ -10,7 +10,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from .. import errors as e
-from ..coordinator import UnknownProducerStateError
+from ..log.appends import UnknownProducerStateError
 
 #: most specific class first: the first ``isinstance`` match wins
 _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (

@@ -15,11 +15,11 @@ The broker's location comes from the options ``database.url``, ``storage.url`` a
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .offsets import OffsetRange, OffsetRanges, planned_offsets, resolve_offsets
 from .options import connection_options, transaction_options
+from .registry import register
 from .stage import Stage, StageSummary, txn_stage
 
 if TYPE_CHECKING:
@@ -30,20 +30,6 @@ __all__ = [
     "OffsetRange", "OffsetRanges", "Stage", "StageSummary", "connection_options", "planned_offsets", "register",
     "resolve_offsets", "transaction_options", "txn_stage", "write_options",
 ]
-
-
-_registered: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def register(spark: Any) -> None:
-    """Register the ``txn_topic`` data source with ``spark`` (idempotent). The package must
-    be installed where Spark runs Python (driver and executors)."""
-    from .source import TxnTopicDataSource
-
-    if spark in _registered:
-        return
-    spark.dataSource.register(TxnTopicDataSource)
-    _registered.add(spark)
 
 
 def write_options(broker: Broker, producer: Producer | None = None) -> dict[str, str]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..database import Tx
 from ..errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from ..fetch import READ_COMMITTED, partition_offsets
+from ..log.partition import READ_COMMITTED, partition_offsets
 from ..models import TopicPartition
 
 if TYPE_CHECKING:

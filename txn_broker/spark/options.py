@@ -26,9 +26,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..config import resolve_database_url, resolve_storage_url, s3_endpoint_url
-from ..coordinator import TransactionHandle
 from ..errors import InvalidConfigError
-from ..fetch import ISOLATION_LEVELS, READ_COMMITTED
+from ..log.partition import ISOLATION_LEVELS, READ_COMMITTED
+from ..log.types import TransactionHandle
 from ..names import validate_id, validate_topic_name
 
 CONNECTION_OPTIONS = ("database.url", "storage.url", "s3.endpoint.url")

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import InputPartition
 
 from ..database import Tx
 from ..errors import IllegalStateError
-from ..fetch import READ_COMMITTED, PlannedSegment, plan_segments
+from ..log.partition import READ_COMMITTED, PlannedSegment, plan_segments
 from .offsets import OffsetRange, OffsetRanges
 
 if TYPE_CHECKING:

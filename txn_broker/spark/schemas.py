@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
-from ..records import METADATA_COLUMNS, read_schema
+from ..log.segment_format import METADATA_COLUMNS, read_schema
 
 
 def spark_type(arrow_type: pa.DataType, where: str) -> Any:

@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..fetch import load_segment, read_rows, with_metadata
-from ..records import schema_from_text, schema_to_text
+from ..log.batches import schema_from_text, schema_to_text
+from ..log.reader import load_segment, read_rows, with_metadata
 from . import options as opts
 from .offsets import METADATA_KEY, OffsetRanges, resolve_offsets
 from .planning import TopicSplit, plan_splits

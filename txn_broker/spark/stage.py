@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfigError, ProducerFencedError, TxnBrokerError
 from ..faults import fault_point
-from ..fetch import READ_COMMITTED
+from ..log.partition import READ_COMMITTED
 from ..producer import ProducerState
 from . import options as opts
 from .failures import broker_error
@@ -154,7 +154,7 @@ def txn_stage(spark: Any, broker: Broker, *, transactional_id: str, group_id: st
 
     Raises what the stage raised (after aborting), ProducerFencedError (fatal: a newer
     instance exists), InvalidTransactionTimeoutError, or a broker error of the commit."""
-    from . import register
+    from .registry import register
 
     if isinstance(inputs, str):
         inputs = [inputs]

@@ -5,8 +5,8 @@
 * ``write()`` (each task, in the executors) turns the task's Arrow batches into segments:
   per target partition (``key.column`` hashed exactly as ``producer.send(key=...)`` does,
   so Spark and Python producers agree; without a key, the task fills one partition per
-  segment, starting at its own partition number), encoded like the producer's, uploaded
-  under object keys unique to the task attempt. It registers nothing and returns the list
+  segment, starting at its own partition number), built and uploaded by the log's segment
+  writer as the producer's are, under object keys unique to the task attempt. It registers nothing and returns the list
   of uploads.
 * ``commit()`` (driver side, once every task succeeded) registers the uploads of the winning
   attempts (Spark passes only theirs) with one call to ``Coordinator.register_uploaded``: one
@@ -32,20 +32,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..coordinator import SegmentWrite, TransactionHandle
 from ..errors import InvalidConfigError, SchemaMismatchError
 from ..faults import fault_point
-from ..records import (
-    check_record_sizes,
-    encode_segment,
-    key_partitions,
-    schema_from_text,
-    schema_to_text,
-    with_timestamp,
-)
+from ..log.batches import check_record_sizes, key_partitions, schema_from_text, schema_to_text
+from ..log.segment_format import with_timestamp
+from ..log.segment_writer import build_and_upload
+from ..log.types import SegmentWrite, TransactionHandle
 from ..retry import retrying
 from . import options as opts
 from .schemas import conform_batch, write_columns
@@ -197,19 +191,13 @@ class _TaskUpload:
         self.sizes.pop(partition, None)
         if not tables:
             return
-        key = f"topics/{self.target.topic_id}/{partition}/{self.prefix}-{self.seq}.arrow"
+        name = f"{self.prefix}-{self.seq}"
         self.seq += 1
         while len(self.inflight) >= 2 * UPLOAD_THREADS:  # bound the memory held by pending uploads
             self.done.append(self.inflight.pop(0).result())
-        self.inflight.append(self.pool.submit(self._upload, partition, key, pa.concat_tables(tables)))
-
-    def _upload(self, partition: int, key: str, table: pa.Table) -> SegmentWrite:
-        payload = encode_segment(table, self.target.compression)
-        ts = table.column("_timestamp").cast(pa.int64())
-        retrying(lambda: self.store.put(key, payload))
-        return SegmentWrite(topic_id=self.target.topic_id, topic=self.target.name, partition=partition,
-                            record_count=table.num_rows, size_bytes=len(payload), object_key=key,
-                            base_sequence=-1, max_timestamp_ms=int(pc.max(ts).as_py()))
+        self.inflight.append(self.pool.submit(
+            build_and_upload, self.store, pa.concat_tables(tables), topic_id=self.target.topic_id,
+            topic=self.target.name, partition=partition, compression=self.target.compression, name=name))
 
     def finish(self) -> list[SegmentWrite]:
         for partition in sorted(self.buffers):

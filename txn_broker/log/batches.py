@@ -1,18 +1,18 @@
-"""Record batches: topic schemas, validation of sends, sizes, keyed partitioning and the
-segment format (one Arrow IPC file per segment, a ``_timestamp`` column first)."""
+"""Record batches as the log takes them: topic schemas, validation of sends, record sizes
+and keyed partitioning. How a batch is stored is :mod:`txn_broker.log.segment_format`."""
 
 from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import RecordTooLargeError, SchemaMismatchError
+from ..errors import RecordTooLargeError, SchemaMismatchError
 
 #: Kafka's record shape, used when a topic is created without a schema
 DEFAULT_SCHEMA = pa.schema(
@@ -22,9 +22,6 @@ DEFAULT_SCHEMA = pa.schema(
         pa.field("headers", pa.map_(pa.string(), pa.binary())),
     ]
 )
-#: columns the broker adds in front of the topic's own on every read
-METADATA_COLUMNS = ("_topic", "_partition", "_offset", "_timestamp")
-TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
 SendData = pa.Table | pa.RecordBatch | list[Mapping[str, Any]]
 
@@ -230,78 +227,3 @@ def _keys_repeat(keys: pa.Array) -> bool:
 def _crc32(keys: pa.Array) -> np.ndarray:
     crcs = np.fromiter(map(zlib.crc32, keys.to_pylist()), dtype=np.uint32, count=len(keys))
     return crcs.astype(np.int64)
-
-
-#: segment compression codecs (topic config ``compression.type``), Arrow IPC's own
-COMPRESSION_TYPES = ("uncompressed", "lz4", "zstd")
-_IPC_OPTIONS = {
-    "uncompressed": pa.ipc.IpcWriteOptions(),
-    "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),
-    "zstd": pa.ipc.IpcWriteOptions(compression="zstd"),
-}
-#: a segment larger than this is compressed only if a sample of it is
-_SAMPLE_BYTES = 64 * 1024
-#: ... at least this much smaller compressed
-_MIN_SAVINGS = 0.1
-
-
-def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buffer:
-    """One segment object: an Arrow IPC file, its buffers compressed with ``compression``
-    (``uncompressed``, ``lz4`` or ``zstd``: Arrow's IPC buffer compression, which every
-    Arrow IPC reader decodes). Data that does not compress is stored as it is: Arrow does
-    so per buffer, and a large segment whose first ``_SAMPLE_BYTES`` do not shrink by
-    ``_MIN_SAVINGS`` is written uncompressed without trying (already compressed or
-    encrypted payloads cost no compression time, and are read without a copy). Returned
-    as the Arrow buffer it was written to."""
-    try:
-        options = _IPC_OPTIONS[compression]
-    except KeyError:
-        raise ValueError(f"unknown segment compression {compression!r}; known: {COMPRESSION_TYPES}") from None
-    if compression != "uncompressed" and table.nbytes > 4 * _SAMPLE_BYTES and not _compresses(table, options):
-        options = _IPC_OPTIONS["uncompressed"]
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema, options=options) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
-def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
-    """Whether the first ``_SAMPLE_BYTES`` of ``table`` shrink by ``_MIN_SAVINGS``."""
-    sample = table.slice(0, max(1, table.num_rows * _SAMPLE_BYTES // max(table.nbytes, 1)))
-    sizes = []
-    for sample_options in (_IPC_OPTIONS["uncompressed"], options):
-        sink = pa.MockOutputStream()
-        with pa.ipc.new_file(sink, sample.schema, options=sample_options) as writer:
-            writer.write_table(sample)
-        sizes.append(sink.size())
-    return bool(sizes[1] <= sizes[0] * (1 - _MIN_SAVINGS))
-
-
-def decode_segment(data: bytes | pa.Buffer) -> pa.Table:
-    """The records of a segment object, compressed or not. From a ``pa.Buffer`` (a memory
-    map, an S3 body) the uncompressed columns are read without a copy."""
-    source = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    return pa.ipc.open_file(source).read_all()
-
-
-def with_timestamp(table: pa.Table, now_ms: int) -> pa.Table:
-    ts = pa.array(np.full(table.num_rows, now_ms, dtype="datetime64[ms]"), type=pa.timestamp("ms"))
-    return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts.cast(TIMESTAMP_TYPE))
-
-
-def read_schema(topic_schema: pa.Schema) -> pa.Schema:
-    """The schema of what consumers get: metadata columns, then the topic's own."""
-    return pa.schema(
-        [
-            pa.field("_topic", pa.string()),
-            pa.field("_partition", pa.int32()),
-            pa.field("_offset", pa.int64()),
-            pa.field("_timestamp", TIMESTAMP_TYPE),
-            *topic_schema,
-        ]
-    )
-
-
-def concat(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:
-    tables = list(tables)
-    return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -1,0 +1,113 @@
+"""The sender: buffers drained from the accumulator become numbered segments, uploaded to
+storage in parallel (with the log's segment builder) and only then registered in the
+partition logs, so that no reader can see a partial object. Each segment carries the next
+sequence number of its (producer id, partition): a registration retried after a lost reply
+is stored once, and a gap is refused (docs/semantics.md, "Idempotent appends")."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from functools import partial
+
+import pyarrow as pa
+
+from ..faults import fault_point
+from ..log.appends import UnknownProducerStateError
+from ..log.segment_writer import build_segment, upload_segments
+from ..log.types import AppendResult, ProducerIdentity, SegmentWrite
+from ..retry import RETRY_ATTEMPTS, retrying
+from ..storage import ObjectStore
+from ..topics import TopicMeta
+from .accumulator import BufferKey
+
+
+class SegmentSender:
+    def __init__(self, store: ObjectStore, upload_threads: int) -> None:
+        self._store = store
+        self._upload_threads = upload_threads
+        self._pool: ThreadPoolExecutor | None = None
+        #: uploaded, not yet acknowledged
+        self.pending: list[SegmentWrite] = []
+        #: encoded and numbered, but the upload failed: the next flush uploads them again
+        self.unuploaded: list[tuple[SegmentWrite, pa.Buffer]] = []
+        self.next_seq: dict[BufferKey, int] = {}
+
+    def upload(self, ident: ProducerIdentity, drained: list[tuple[TopicMeta, int, pa.Table]]) -> None:
+        """Number, encode and upload ``drained``, after the batches whose upload failed
+        before (they hold the lower sequences); on success they are pending registration."""
+        staged, self.unuploaded = self.unuploaded, []
+        for meta, partition, table in drained:
+            key = (meta.topic_id, partition)
+            seq = self.next_seq.get(key, 0)
+            self.next_seq[key] = seq + 1
+            staged.append(build_segment(
+                table, topic_id=meta.topic_id, topic=meta.name, partition=partition,
+                compression=meta.compression, base_sequence=seq,
+                name=f"{ident.producer_id}-{ident.epoch}-{seq}-{uuid.uuid4().hex[:12]}"))
+        if not staged:
+            return
+        if len(staged) > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(self._upload_threads, "txn-broker-upload")
+        try:
+            upload_segments(self._store, staged, self._pool)
+        except BaseException:
+            self.unuploaded = staged  # a retried flush or commit uploads them again
+            raise
+        self.pending.extend(w for w, _ in staged)
+        fault_point("produce.after_upload")
+
+    def register(self, append: Callable[[list[SegmentWrite]], list[AppendResult]]) -> list[AppendResult]:
+        """Register the pending segments with ``append`` (the coordinator's, retried)."""
+        for _attempt in range(RETRY_ATTEMPTS):
+            try:
+                results = retrying(lambda: append(self.pending))
+            except UnknownProducerStateError:
+                # The broker forgot this producer's sequences (producer_id_expiration_ms).
+                # Nothing else is in flight, so restart the affected partitions at 0.
+                self._restart_sequences()
+                continue
+            self.pending = []
+            return results
+        raise UnknownProducerStateError("sequence state could not be re-established")
+
+    def _restart_sequences(self) -> None:
+        renumbered: list[SegmentWrite] = []
+        counters: dict[BufferKey, int] = {}
+        for w in sorted(self.pending, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
+            key = (w.topic_id, w.partition)
+            seq = counters.get(key, 0)
+            counters[key] = seq + 1
+            renumbered.append(replace(w, base_sequence=seq))
+        self.pending = renumbered
+        self.next_seq.update(counters)
+
+    def resolve(self, registered: Callable[[str], bool]) -> None:
+        """Before dropping unacknowledged uploads (abort), learn which were registered after
+        all (``registered(object_key)``), so no sequence number is ever reused for different
+        data."""
+        for w, _ in self.unuploaded:  # never registered: their sequence numbers are free
+            key = (w.topic_id, w.partition)
+            self.next_seq[key] = min(self.next_seq.get(key, 0), w.base_sequence)
+        self.unuploaded = []
+        for w in self.pending:
+            stored = retrying(partial(registered, w.object_key))
+            if not stored:  # never stored: its sequence number is free again
+                key = (w.topic_id, w.partition)
+                self.next_seq[key] = min(self.next_seq.get(key, 0), w.base_sequence)
+        self.pending = []
+
+    def discard(self) -> None:
+        """Forget everything unacknowledged (the transaction is gone with it)."""
+        self.pending = []
+        self.unuploaded = []
+
+    def reset_sequences(self) -> None:
+        """A new producer id or epoch: every partition starts again at sequence 0."""
+        self.next_seq.clear()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
