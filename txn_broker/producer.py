@@ -22,13 +22,13 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -56,13 +56,16 @@ from .faults import fault_point
 from .models import TopicPartition
 from .names import validate_id, validate_partition
 from .records import check_record_sizes, encode_segment, key_partitions, to_table, with_timestamp
-from .retry import RETRY_ATTEMPTS, retrying
+from .retry import retrying
 
 if TYPE_CHECKING:
     from .broker import Broker
     from .topics import TopicMeta
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+#: times an append starts its sequences again after the broker forgot them
+_SEQUENCE_RESTARTS = 6
 
 
 class ProducerState(StrEnum):
@@ -231,6 +234,10 @@ class Producer:
                 self._to(P.ABORTABLE_ERROR)
             raise
 
+    def _retry(self, call: Callable[[], T]) -> T:
+        """``call`` under the broker's one retry policy (txn_broker.retry, retry_budget_ms)."""
+        return retrying(call, self._settings.retry_budget_ms)
+
     def _identity(self) -> ProducerIdentity:
         if self._ident is None:  # an idempotent producer gets its id on first use
             pid = self._broker.coordinator.allocate_producer_id()
@@ -256,7 +263,7 @@ class Producer:
                 )
             self._require(P.UNINITIALIZED, action="init_transactions")
             with self._guard():
-                self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
+                self._ident = self._retry(lambda: self._broker.coordinator.init_transactions(
                     self.transactional_id or "", self.transaction_timeout_ms))
             self._next_seq.clear()
             self._to(P.READY)
@@ -293,7 +300,7 @@ class Producer:
             ident = self._identity()
             with self._guard():
                 self._txn_requested = True
-                self._txn_id = retrying(
+                self._txn_id = self._retry(
                     lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
 
@@ -310,7 +317,7 @@ class Producer:
             if self._txn_id is None:
                 with self._guard():
                     self._txn_requested = True
-                    self._txn_id = retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
+                    self._txn_id = self._retry(lambda: self._broker.coordinator.add_partitions(ident, []))
             return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
 
     def commit_transaction(self) -> list[AppendResult]:
@@ -338,7 +345,7 @@ class Producer:
                     fault_point("commit.before_end")
                     # txn_id None: a request's lost reply may have opened one; commit that
                     ident, txn_id = self._identity(), self._txn_id
-                    retrying(lambda: self._broker.coordinator.end_transaction(
+                    self._retry(lambda: self._broker.coordinator.end_transaction(
                         ident, txn_id, commit=True))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
@@ -377,7 +384,7 @@ class Producer:
             # instance took the id meanwhile (ProducerFencedError).
             self._unuploaded, self._pending = [], []
             current = self._identity()
-            self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
+            self._ident = self._retry(lambda: self._broker.coordinator.init_transactions(
                 self.transactional_id or "", self.transaction_timeout_ms, current=current))
             self._next_seq.clear()
             self._pid_mapping_lost = False
@@ -386,7 +393,7 @@ class Producer:
             if self._txn_id is not None or self._txn_requested:
                 # txn_id None: abort whatever a request whose reply was lost opened
                 ident, txn_id = self._identity(), self._txn_id
-                retrying(lambda: self._broker.coordinator.end_transaction(ident, txn_id, commit=False))
+                self._retry(lambda: self._broker.coordinator.end_transaction(ident, txn_id, commit=False))
         self._txn_id = None
         self._txn_requested = False
         self._txn_appends = []
@@ -440,11 +447,11 @@ class Producer:
                     new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
                     if new:
                         self._txn_requested = True
-                        self._txn_id = retrying(
+                        self._txn_id = self._retry(
                             lambda: self._broker.coordinator.add_partitions(ident, new))
                         self._txn_partitions.update(new)
                     else:
-                        retrying(lambda: self._broker.coordinator.check_not_fenced(ident))
+                        self._retry(lambda: self._broker.coordinator.check_not_fenced(ident))
             full = []
             for p, part in split.items():
                 buf = self._buffers.setdefault((meta.topic_id, p), _Buffer())
@@ -540,11 +547,11 @@ class Producer:
         store = self._broker.store
         if len(staged) == 1:
             w, data = staged[0]
-            retrying(lambda: store.put(w.object_key, data))
+            self._retry(lambda: store.put(w.object_key, data))
             return
         if self._uploader is None:
             self._uploader = ThreadPoolExecutor(self._settings.upload_threads, "txn-broker-upload")
-        futures = [self._uploader.submit(retrying, partial(store.put, w.object_key, d))
+        futures = [self._uploader.submit(self._retry, partial(store.put, w.object_key, d))
                    for w, d in staged]
         for f in futures:
             f.result()
@@ -553,9 +560,9 @@ class Producer:
         ident = self._identity()
         if self.transactional_id is not None:
             self._txn_requested = True  # the append starts the transaction if none is open
-        for _attempt in range(RETRY_ATTEMPTS):
+        for _attempt in range(_SEQUENCE_RESTARTS):
             try:
-                results = retrying(
+                results = self._retry(
                     lambda: self._broker.coordinator.append(ident, self._txn_id, self._pending))
             except UnknownProducerStateError:
                 # The broker forgot this producer's sequences (producer_id_expiration_ms).
@@ -588,7 +595,7 @@ class Producer:
             self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)
         self._unuploaded = []
         for w in self._pending:
-            stored = retrying(partial(self._broker.segment_registered, w.object_key))
+            stored = self._retry(partial(self._broker.segment_registered, w.object_key))
             if not stored:  # never stored: its sequence number is free again
                 key = (w.topic_id, w.partition)
                 self._next_seq[key] = min(self._next_seq.get(key, 0), w.base_sequence)

@@ -74,7 +74,7 @@ WORKLOAD = textwrap.dedent("""
     attempt("refused DDL", lambda: broker.db.run(lambda tx: tx.raw("DROP TABLE segments")))
     os.environ["TXN_BROKER_S3_ENDPOINT_URL"] = "http://127.0.0.1:9"
     from txn_broker.storage.s3 import S3ObjectStore
-    s3 = S3ObjectStore("bucket", "prefix", max_attempts=1)
+    s3 = S3ObjectStore("bucket", "prefix", retry_budget_ms=0)
     attempt("unreachable s3", lambda: s3.put("k", b"data"))
     attempt("s3 list", lambda: list(s3.list()))
     broker.close()
