@@ -15,10 +15,11 @@ their environment. An option not given falls back, in the worker, to the
 ``TXN_BROKER_*`` / ``AWS_*`` environment of that worker (which is the driver's
 environment when the SparkSession started), else the embedded default. The database is
 used on the driver side only (planning, commit); executors only read and write objects.
-Spark redacts the values of options whose name matches ``spark.sql.redaction.options.regex``
+Spark shows no option of a Python data source in its plans or UI (docs/spark.md); should
+it, it redacts the values of options whose name matches ``spark.sql.redaction.options.regex``
 (default ``(?i)url``) or ``spark.redaction.regex`` (default
-``(?i)secret|password|token|access[.]key``) in plans and logs, which is why these names end
-in ``url`` or contain ``secret``, ``token`` or ``access.key``.
+``(?i)secret|password|token|access[.]key``), which is why these names end in ``url`` or
+contain ``secret``, ``token`` or ``access.key``.
 """
 
 from __future__ import annotations
