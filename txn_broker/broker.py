@@ -46,16 +46,23 @@ from .topics import TopicMeta, Topics
 log = logging.getLogger(__name__)
 
 
-def connect(database_url: str | None = None, storage_url: str | None = None, **settings: Any) -> Broker:
+def connect(database_url: str | None = None, storage_url: str | None = None, *,
+            storage_options: Mapping[str, str | None] | None = None, **settings: Any) -> Broker:
     """Open a broker. Without arguments: ``TXN_BROKER_DATABASE_URL`` and
     ``TXN_BROKER_STORAGE_URL``, else the embedded default (SQLite + a local directory
     under ``$TXN_BROKER_HOME``, default ``./.txn_broker``), initialised on first use.
     SQLite databases are migrated automatically; PostgreSQL needs ``txn-broker db upgrade``.
+    ``storage_options``: the object store's settings, passed explicitly (for S3:
+    ``endpoint_url``, ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
+    ``aws_session_token``, ``addressing_style``; see :func:`txn_broker.storage.open_store`);
+    one not given falls back to ``TXN_BROKER_S3_ENDPOINT_URL`` and boto3's own chain, and
+    the process environment is never written.
     ``settings``: see :class:`txn_broker.config.Settings`."""
     parsed = Settings.from_kwargs(settings)
     db_url, embedded = resolve_database_url(database_url)
-    store = open_store(resolve_storage_url(storage_url))
-    db = Database(db_url, pool_size=parsed.pool_size)
+    store = open_store(resolve_storage_url(storage_url), retry_budget_ms=parsed.retry_budget_ms,
+                       **dict(storage_options or {}))
+    db = Database(db_url, pool_size=parsed.pool_size, retry_budget_ms=parsed.retry_budget_ms)
     try:
         if db.dialect == "sqlite":
             if embedded or db_url.startswith("sqlite:///"):

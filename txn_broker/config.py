@@ -42,6 +42,10 @@ class Settings:
     upload_threads: int = 4
     #: connections per process to the metadata database
     pool_size: int = 5
+    #: how long one call may keep retrying a transient failure (an unreachable database or
+    #: object store, a rolled-back transaction) before the caller hears of it: the total
+    #: wait between attempts (txn_broker.retry; docs/semantics.md, "How long a call retries")
+    retry_budget_ms: int = 30_000
 
     @classmethod
     def from_kwargs(cls, values: dict[str, Any]) -> Settings:
@@ -85,4 +89,5 @@ def resolve_storage_url(storage_url: str | None) -> str:
 
 
 def s3_endpoint_url() -> str | None:
+    """The S3 endpoint when none is given: ``TXN_BROKER_S3_ENDPOINT_URL``, else AWS's."""
     return os.environ.get("TXN_BROKER_S3_ENDPOINT_URL") or None

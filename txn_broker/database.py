@@ -29,13 +29,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 import re
 import threading
-import time
 from collections import namedtuple
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -44,6 +41,7 @@ from sqlalchemy.engine import Connection, Engine, Row
 
 from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed as txn_broker.sql
 from .errors import DatabasePermissionError, DatabaseUnavailableError, TxnBrokerError
+from .retry import DEFAULT_RETRY_BUDGET_MS, retrying
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -222,6 +220,15 @@ def _database_error(url: sa.URL, error: exc.DBAPIError) -> TxnBrokerError:
     return DatabaseUnavailableError(f"database {mask_url(url)} failed: {detail}")
 
 
+class _RolledBackError(DatabaseUnavailableError):
+    """The database rolled the whole transaction back (a deadlock, a serialisation failure,
+    a busy SQLite): running it again is safe, and is what the retry policy does."""
+
+
+def _is_rolled_back(error: BaseException) -> bool:
+    return isinstance(error, _RolledBackError)
+
+
 def _is_retriable(error: exc.DBAPIError) -> bool:
     orig = getattr(error, "orig", None)
     if getattr(orig, "pgcode", None) in _ROLLED_BACK_SQLSTATES:
@@ -233,8 +240,10 @@ def _is_retriable(error: exc.DBAPIError) -> bool:
 class Database:
     """A connection pool plus the named queries. Created by :func:`txn_broker.connect`."""
 
-    def __init__(self, url: str, *, pool_size: int = 5) -> None:
+    def __init__(self, url: str, *, pool_size: int = 5, retry_budget_ms: int = DEFAULT_RETRY_BUDGET_MS) -> None:
         self.url = sa.make_url(url)
+        #: how long :meth:`run` may keep re-running rolled-back transactions (txn_broker.retry)
+        self.retry_budget_ms = retry_budget_ms
         self.dialect = self.url.get_backend_name()
         if self.dialect not in _DIALECT_FRAGMENTS:
             from .errors import InvalidConfigError
@@ -279,37 +288,20 @@ class Database:
             connect_args={"connect_timeout": 10, "application_name": "txn_broker"},
         )
 
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
-        """A database transaction: committed on clean exit, rolled back on an exception.
-
-        Raises DatabaseUnavailableError (retriable) when the database cannot be reached.
-        """
-        try:
-            with self.engine.connect() as conn:
-                conn.info["txn_broker.write"] = write
-                with conn.begin():
-                    tx = Tx(conn, self.queries)
-                    try:
-                        yield tx
-                    finally:
-                        tx.close()
-        except exc.DBAPIError as error:
-            if isinstance(error, exc.IntegrityError):
-                raise
-            raise _database_error(self.url, error) from None
-
-    def run(self, work: Callable[[Tx], T], *, write: bool = True, attempts: int = 8) -> T:
+    def run(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
         """Run ``work`` in a transaction, again from the start after a deadlock,
-        serialisation failure or busy SQLite, when the database rolled everything back,
-        and once more on a fresh connection when the connection was found dead before
-        any statement of ``work`` succeeded (nothing of it was applied). A connection lost
-        later raises DatabaseUnavailableError: the outcome is unknown."""
-        delay = 0.01
+        serialisation failure or busy SQLite, when the database rolled everything back
+        (under the retry policy, :mod:`txn_broker.retry`: within ``retry_budget_ms``, or
+        once when an outer ``retrying`` decides), and once more at once on a fresh
+        connection when the connection was found dead before any statement of ``work``
+        succeeded (nothing of it was applied). A connection lost later raises
+        DatabaseUnavailableError: the outcome is unknown, and only the caller, which knows
+        whether its request is idempotent, may retry it."""
+        return retrying(lambda: self._run_once(work, write), self.retry_budget_ms, retriable=_is_rolled_back)
+
+    def _run_once(self, work: Callable[[Tx], T], write: bool) -> T:
         reconnected = False
-        attempt = 0
         while True:
-            attempt += 1
             tx: Tx | None = None
             try:
                 with self.engine.connect() as conn:
@@ -325,16 +317,14 @@ class Database:
                     raise
                 if error.connection_invalidated and not reconnected and (tx is None or tx.statements_done == 0):
                     # the server dropped it, so it dropped the pool's other connections of the
-                    # time too, most likely (a restart): start the retry on fresh ones
+                    # time too, most likely (a restart): start again on fresh ones
                     self.engine.dispose()
                     reconnected = True
-                    attempt -= 1
                     log.info("database connection was closed by the server; retrying on a new one")
                     continue
-                if attempt < attempts and _is_retriable(error):
-                    time.sleep(delay * (1 + random.random()))
-                    delay = min(delay * 2, 1.0)
-                    continue
+                if _is_retriable(error):
+                    raise _RolledBackError(f"database {mask_url(self.url)} rolled the transaction back: "
+                                           f"{_error_detail(error)}") from None
                 raise _database_error(self.url, error) from None
 
     def read(self, work: Callable[[Tx], T]) -> T:

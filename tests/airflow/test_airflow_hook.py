@@ -47,6 +47,70 @@ def test_hook_uses_connection_extras(airflow_env, backend, monkeypatch) -> None:
         assert "hooked" in direct.list_topics()
 
 
+def test_two_connections_keep_their_own_storage_settings_in_one_process(airflow_env, s3_server, tmp_path,
+                                                                         monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two connections with different S3 endpoints and credentials, used interleaved from
+    one process (the triggerer, the API server): each writes to and reads from its own store,
+    nothing is written to os.environ, and a connection that leaves the credentials empty
+    gets this process's own (boto3's chain), never the other connection's."""
+    import os
+
+    from _servers import S3Server
+    from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+    for key in ("TXN_BROKER_S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    other = S3Server()
+    hooks: dict[str, TxnBrokerHook] = {}
+    try:
+        servers = {"a": s3_server, "b": other, "c": other}
+        secrets = {name: f"{SECRET}-{name}" for name in ("a", "b")}
+        for name, server in servers.items():
+            extras = {"database_url": f"sqlite:///{tmp_path}/{name}.db",
+                      "storage_url": f"s3://{server.new_bucket()}/segments", "endpoint_url": server.endpoint_url}
+            if name in secrets:
+                extras.update(aws_access_key_id=f"key-{name}", aws_secret_access_key=secrets[name])
+            set_connection(monkeypatch, f"tb_{name}", **extras)
+        environ_before = dict(os.environ)
+        brokers = {}
+        for name in ("a", "b"):
+            hooks[name] = TxnBrokerHook(f"tb_{name}")
+            brokers[name] = hooks[name].get_conn()
+            brokers[name].create_topic("t", partitions=1)
+        for i in range(2):  # interleaved
+            for name, broker in brokers.items():
+                producer = broker.producer()
+                producer.send("t", [{"key": f"{name}{i}".encode(), "value": b"v"}], partition=0)
+                producer.close()
+        for name, broker in brokers.items():
+            consumer = broker.consumer()
+            consumer.assign([("t", 0)])
+            assert consumer.poll(max_records=10).column("key").to_pylist() == [f"{name}0".encode(), f"{name}1".encode()]
+            consumer.close()
+            assert broker.store.endpoint_url == servers[name].endpoint_url  # type: ignore[attr-defined]
+            assert broker.store._client._request_signer._credentials.access_key == f"key-{name}"  # type: ignore[attr-defined]
+        # a connection with no credentials: this process's own, not the last connection's
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key-of-the-process")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-of-the-process")
+        environ_before = dict(os.environ)
+        hooks["c"] = TxnBrokerHook("tb_c")
+        bare = hooks["c"].get_conn()
+        bare.create_topic("t", partitions=1)
+        assert bare.store._client._request_signer._credentials.access_key == "key-of-the-process"  # type: ignore[attr-defined]
+        assert dict(os.environ) == environ_before
+        leaked = [key for key, value in os.environ.items() for secret in secrets.values()
+                  if secret in value and not key.startswith("AIRFLOW_CONN_")]  # where the test defined them
+        assert leaked == []
+        for name in ("a", "b"):
+            ok, message = hooks[name].test_connection()
+            assert ok and secrets[name] not in message, message
+    finally:
+        for hook in hooks.values():
+            hook.close()
+        other.close()
+
+
 def test_default_connection_falls_back_to_embedded(airflow_env, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
 

@@ -275,7 +275,7 @@ def test_a_commit_waiting_for_the_standby_is_invisible_and_its_retry_resolves_it
     producer's own retries give up with the retriable DatabaseUnavailableError, an abort
     is refused, and the commit retried once the standby is promoted commits it, once."""
     cluster, backend = failover_backend(True)
-    broker = backend.connect()
+    broker = backend.connect(retry_budget_ms=5_000)  # the producer's own retries give up sooner
     try:
         broker.create_topic("t", partitions=2)
         producer = broker.producer(transactional_id="caught")

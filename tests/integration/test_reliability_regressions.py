@@ -62,7 +62,9 @@ def read_all(broker, topic, isolation="read_committed"):
 def sqlite_broker(tmp_path):
     import txn_broker
 
-    broker = txn_broker.connect(f"sqlite:///{tmp_path}/b.db", (tmp_path / "segments").as_uri())
+    # the producer gives up on the unwritable directory after 2 s of retries (default: 30 s)
+    broker = txn_broker.connect(f"sqlite:///{tmp_path}/b.db", (tmp_path / "segments").as_uri(),
+                                retry_budget_ms=2_000)
     yield broker
     broker.close()
 

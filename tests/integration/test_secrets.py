@@ -74,9 +74,15 @@ WORKLOAD = textwrap.dedent("""
     attempt("refused DDL", lambda: broker.db.run(lambda tx: tx.raw("DROP TABLE segments")))
     os.environ["TXN_BROKER_S3_ENDPOINT_URL"] = "http://127.0.0.1:9"
     from txn_broker.storage.s3 import S3ObjectStore
-    s3 = S3ObjectStore("bucket", "prefix", max_attempts=1)
+    s3 = S3ObjectStore("bucket", "prefix", retry_budget_ms=0)
     attempt("unreachable s3", lambda: s3.put("k", b"data"))
     attempt("s3 list", lambda: list(s3.list()))
+    # the secret key passed explicitly (storage options), retried on an unreachable endpoint
+    from txn_broker.storage import open_store
+    explicit = open_store("s3://bucket/prefix", retry_budget_ms=200, endpoint_url="http://127.0.0.1:9",
+                          aws_access_key_id="explicit", aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+    print(repr(explicit), sorted(explicit.options()))
+    attempt("explicit s3", lambda: explicit.get("k"))
     broker.close()
 """)
 
@@ -125,7 +131,8 @@ def test_library_logs_and_exceptions_hold_no_secret(secret_run):
                          ("missing database", "DatabaseUnavailableError"),
                          ("refused privilege", "DatabasePermissionError"),
                          ("refused DDL", "DatabasePermissionError"),
-                         ("unreachable s3", "StorageUnavailableError")]:
+                         ("unreachable s3", "StorageUnavailableError"),
+                         ("explicit s3", "StorageUnavailableError")]:
         assert f"{label} raised {error}" in result.stdout, (label, result.stdout[-3000:])
     assert "***" in output  # URLs were printed, masked
     assert "DEBUG sqlalchemy.engine" in output or "INFO sqlalchemy.engine" in output  # statements were logged

@@ -40,11 +40,11 @@ def test_unreachable_s3_is_a_retriable_storage_error(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     from txn_broker.storage.s3 import S3ObjectStore
 
-    store = S3ObjectStore("bucket", "p", max_attempts=2)
+    store = S3ObjectStore("bucket", "p", retry_budget_ms=100)
     with pytest.raises(StorageUnavailableError) as info:
         store.put("k", b"data")
     assert info.value.retriable
-    broker = txn_broker.connect(f"sqlite:///{tmp_path}/b.db", "s3://bucket/p")
+    broker = txn_broker.connect(f"sqlite:///{tmp_path}/b.db", "s3://bucket/p", retry_budget_ms=500)
     broker.store = store
     broker.create_topic("t")
     producer = broker.producer()

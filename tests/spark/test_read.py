@@ -237,3 +237,45 @@ def test_the_database_password_never_appears_in_plans_or_errors(spark, backend, 
             conn.execute(sa.text(f"DROP OWNED BY {role}"))
             conn.execute(sa.text(f"DROP ROLE {role}"))
         admin.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_storage_settings_travel_in_the_options_and_stay_out_of_plans(spark, backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A broker opened with explicit storage options (an S3 endpoint of its own, its own
+    credentials): Spark's workers get them from the data source options the driver built
+    from that broker, not from their environment (whose endpoint is another server), and
+    the secret key and session token appear in no plan, schema or error text."""
+    from _servers import S3Server
+
+    import txn_broker
+
+    other = S3Server()
+    try:
+        secret, token = f"S3Secret{uuid.uuid4().hex}", f"S3Token{uuid.uuid4().hex}"
+        bucket = other.new_bucket()
+        with txn_broker.connect(backend.database_url, f"s3://{bucket}/segments", storage_options={
+                "endpoint_url": other.endpoint_url, "region_name": "us-east-1", "aws_access_key_id": "spark-key",
+                "aws_secret_access_key": secret, "aws_session_token": token}) as own:
+            options = ts.connection_options(own)
+            assert options["s3.endpoint.url"] == other.endpoint_url and options["s3.secret.access.key"] == secret
+            own.create_topic("elsewhere", partitions=2, schema=SCHEMA)
+            produce(own, "elsewhere", rows(0, 5))
+            df = spark.read.format("txn_topic").options(**options).option("topic", "elsewhere").load()
+            assert df.count() == 5
+            df.select("id", "name", "ts").write.format("txn_topic").options(**options) \
+                .option("topic", "elsewhere").mode("append").save()
+            again = spark.read.format("txn_topic").options(**options).option("topic", "elsewhere").load()
+            assert again.count() == 10
+            keys = [o["Key"] for o in other.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+            assert any("/spark-" in k for k in keys)  # the executors uploaded to this broker's endpoint
+            shown = io.StringIO()
+            with contextlib.redirect_stdout(shown):
+                again.explain(True)
+            texts = [shown.getvalue(), again._jdf.queryExecution().toString(), repr(again.schema)]
+            with pytest.raises(Exception) as caught:
+                spark.read.format("txn_topic").options(**options).option("topic", "missing").load()
+            texts.append(str(caught.value))
+            for text in texts:
+                assert secret not in text and token not in text
+    finally:
+        other.close()

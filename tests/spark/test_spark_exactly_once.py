@@ -54,7 +54,7 @@ def test_failed_task_attempts_leave_the_output_exactly_once(spark, broker, tmp_p
     broker.create_topic("tf_out", partitions=3, schema=OUT.append(pa.field("pad", pa.string())))
 
     out_id = broker.topics.get("tf_out").topic_id
-    storage_url, endpoint = broker.store.url, getattr(broker.store, "endpoint_url", None)
+    storage_url, storage_options = broker.store.url, broker.store.options()
 
     def fail_first_attempt(batches):  # type: ignore[no-untyped-def]
         import time
@@ -69,7 +69,7 @@ def test_failed_task_attempts_leave_the_output_exactly_once(spark, broker, tmp_p
             if doomed and i == 4:
                 # fail only once the writer of this attempt uploaded some of its segments
                 mine = f"-{ctx.partitionId()}-{ctx.taskAttemptId()}-"
-                store, deadline = open_store(storage_url, endpoint), time.monotonic() + 120
+                store, deadline = open_store(storage_url, **storage_options), time.monotonic() + 120
                 while not any(mine in o.key for o in store.list(f"topics/{out_id}/")):
                     assert time.monotonic() < deadline, "the writer never uploaded"
                     time.sleep(0.05)

@@ -4,7 +4,6 @@ writes into an open transaction, fencing, and failures that must register nothin
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -126,8 +125,7 @@ def test_a_fenced_writer_registers_nothing(spark, broker, backend, tmp_path: Pat
     zombie.begin_transaction()
     options = ts.write_options(broker, zombie)
     marker = tmp_path / "fenced-once"
-    database_url, storage_url = backend.database_url, backend.storage_url
-    endpoint = os.environ.get("TXN_BROKER_S3_ENDPOINT_URL")
+    database_url, storage_url, storage_options = backend.database_url, backend.storage_url, broker.store.options()
 
     def take_over(batches):  # type: ignore[no-untyped-def]
         # A newer instance of the same transactional id starts while the job runs.
@@ -135,9 +133,7 @@ def test_a_fenced_writer_registers_nothing(spark, broker, backend, tmp_path: Pat
             marker.write_text("x")
             import txn_broker
 
-            if endpoint:
-                os.environ["TXN_BROKER_S3_ENDPOINT_URL"] = endpoint
-            with txn_broker.connect(database_url, storage_url) as b:
+            with txn_broker.connect(database_url, storage_url, storage_options=storage_options) as b:
                 b.producer(transactional_id="spark.zombie").init_transactions()
         yield from batches
 

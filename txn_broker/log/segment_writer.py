@@ -38,20 +38,22 @@ def build_segment(table: pa.Table, *, topic_id: int, topic: str, partition: int,
     return write, payload
 
 
-def upload_segment(store: ObjectStore, write: SegmentWrite, payload: pa.Buffer) -> None:
-    """Put one segment object, retrying a retriable storage error."""
-    retrying(partial(store.put, write.object_key, payload))
+def upload_segment(store: ObjectStore, write: SegmentWrite, payload: pa.Buffer,
+                   budget_ms: int | None = None) -> None:
+    """Put one segment object, retrying a retriable storage error within ``budget_ms``
+    (txn_broker.retry)."""
+    retrying(partial(store.put, write.object_key, payload), budget_ms)
 
 
 def upload_segments(store: ObjectStore, staged: Sequence[tuple[SegmentWrite, pa.Buffer]],
-                    pool: Executor | None = None) -> None:
+                    pool: Executor | None = None, budget_ms: int | None = None) -> None:
     """Put every staged segment, in parallel on ``pool`` when there are several; a failed
     upload raises (the caller uploads them all again: a put is idempotent)."""
     if pool is None or len(staged) == 1:
         for write, payload in staged:
-            upload_segment(store, write, payload)
+            upload_segment(store, write, payload, budget_ms)
         return
-    futures = [pool.submit(upload_segment, store, write, payload) for write, payload in staged]
+    futures = [pool.submit(upload_segment, store, write, payload, budget_ms) for write, payload in staged]
     for f in futures:
         f.result()
 

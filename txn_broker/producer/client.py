@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from ..config import Settings
 from ..coordinator import Coordinator
@@ -51,6 +51,7 @@ from .sender import SegmentSender
 from .state import P, ProducerState, move, require
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Producer:
@@ -76,8 +77,9 @@ class Producer:
         self._state = P.UNINITIALIZED if self.transactional_id else P.READY
         self._ident: ProducerIdentity | None = None
         self._lock = threading.RLock()
+        self._retry_budget_ms = settings.retry_budget_ms
         self._accumulator = RecordAccumulator(settings.segment_bytes)
-        self._sender = SegmentSender(store, settings.upload_threads)
+        self._sender = SegmentSender(store, settings.upload_threads, settings.retry_budget_ms)
         self._txn_id: int | None = None
         # a coordinator call of this transaction was made: a transaction may be open even
         # while _txn_id is None (the call's reply was lost), so commit and abort must ask
@@ -142,6 +144,10 @@ class Producer:
                 self._to(P.ABORTABLE_ERROR)
             raise
 
+    def _retry(self, call: Callable[[], T]) -> T:
+        """``call`` under the broker's one retry policy (txn_broker.retry, retry_budget_ms)."""
+        return retrying(call, self._retry_budget_ms)
+
     def _identity(self) -> ProducerIdentity:
         if self._ident is None:  # an idempotent producer gets its id on first use
             pid = self._coordinator.allocate_producer_id()
@@ -167,7 +173,7 @@ class Producer:
                 )
             self._require(P.UNINITIALIZED, action="init_transactions")
             with self._guard():
-                self._ident = retrying(lambda: self._coordinator.init_transactions(
+                self._ident = self._retry(lambda: self._coordinator.init_transactions(
                     self.transactional_id or "", self.transaction_timeout_ms))
             self._sender.reset_sequences()
             self._to(P.READY)
@@ -204,7 +210,7 @@ class Producer:
             ident = self._identity()
             with self._guard():
                 self._txn_requested = True
-                self._txn_id = retrying(
+                self._txn_id = self._retry(
                     lambda: self._coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
 
@@ -221,7 +227,7 @@ class Producer:
             if self._txn_id is None:
                 with self._guard():
                     self._txn_requested = True
-                    self._txn_id = retrying(lambda: self._coordinator.add_partitions(ident, []))
+                    self._txn_id = self._retry(lambda: self._coordinator.add_partitions(ident, []))
             return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
 
     def commit_transaction(self) -> list[AppendResult]:
@@ -249,7 +255,7 @@ class Producer:
                     fault_point("commit.before_end")
                     # txn_id None: a request's lost reply may have opened one; commit that
                     ident, txn_id = self._identity(), self._txn_id
-                    retrying(lambda: self._coordinator.end_transaction(
+                    self._retry(lambda: self._coordinator.end_transaction(
                         ident, txn_id, commit=True))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
@@ -288,7 +294,7 @@ class Producer:
             # instance took the id meanwhile (ProducerFencedError).
             self._sender.discard()
             current = self._identity()
-            self._ident = retrying(lambda: self._coordinator.init_transactions(
+            self._ident = self._retry(lambda: self._coordinator.init_transactions(
                 self.transactional_id or "", self.transaction_timeout_ms, current=current))
             self._sender.reset_sequences()
             self._pid_mapping_lost = False
@@ -297,7 +303,7 @@ class Producer:
             if self._txn_id is not None or self._txn_requested:
                 # txn_id None: abort whatever a request whose reply was lost opened
                 ident, txn_id = self._identity(), self._txn_id
-                retrying(lambda: self._coordinator.end_transaction(ident, txn_id, commit=False))
+                self._retry(lambda: self._coordinator.end_transaction(ident, txn_id, commit=False))
         self._txn_id = None
         self._txn_requested = False
         self._txn_appends = []
@@ -350,11 +356,11 @@ class Producer:
                     new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
                     if new:
                         self._txn_requested = True
-                        self._txn_id = retrying(
+                        self._txn_id = self._retry(
                             lambda: self._coordinator.add_partitions(ident, new))
                         self._txn_partitions.update(new)
                     else:
-                        retrying(lambda: self._coordinator.check_not_fenced(ident))
+                        self._retry(lambda: self._coordinator.check_not_fenced(ident))
             full = self._accumulator.append(meta, split)
             if full:
                 with self._guard():

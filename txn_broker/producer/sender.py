@@ -18,15 +18,19 @@ from ..faults import fault_point
 from ..log.appends import UnknownProducerStateError
 from ..log.segment_writer import build_segment, upload_segments
 from ..log.types import AppendResult, ProducerIdentity, SegmentWrite
-from ..retry import RETRY_ATTEMPTS, retrying
+from ..retry import retrying
 from ..storage import ObjectStore
 from ..topics import TopicMeta
 from .accumulator import BufferKey
 
+#: times a registration starts its sequences again after the broker forgot them
+_SEQUENCE_RESTARTS = 6
+
 
 class SegmentSender:
-    def __init__(self, store: ObjectStore, upload_threads: int) -> None:
+    def __init__(self, store: ObjectStore, upload_threads: int, retry_budget_ms: int | None = None) -> None:
         self._store = store
+        self._budget_ms = retry_budget_ms
         self._upload_threads = upload_threads
         self._pool: ThreadPoolExecutor | None = None
         #: uploaded, not yet acknowledged
@@ -52,7 +56,7 @@ class SegmentSender:
         if len(staged) > 1 and self._pool is None:
             self._pool = ThreadPoolExecutor(self._upload_threads, "txn-broker-upload")
         try:
-            upload_segments(self._store, staged, self._pool)
+            upload_segments(self._store, staged, self._pool, self._budget_ms)
         except BaseException:
             self.unuploaded = staged  # a retried flush or commit uploads them again
             raise
@@ -61,9 +65,9 @@ class SegmentSender:
 
     def register(self, append: Callable[[list[SegmentWrite]], list[AppendResult]]) -> list[AppendResult]:
         """Register the pending segments with ``append`` (the coordinator's, retried)."""
-        for _attempt in range(RETRY_ATTEMPTS):
+        for _attempt in range(_SEQUENCE_RESTARTS):
             try:
-                results = retrying(lambda: append(self.pending))
+                results = retrying(lambda: append(self.pending), self._budget_ms)
             except UnknownProducerStateError:
                 # The broker forgot this producer's sequences (producer_id_expiration_ms).
                 # Nothing else is in flight, so restart the affected partitions at 0.
@@ -93,7 +97,7 @@ class SegmentSender:
             self.next_seq[key] = min(self.next_seq.get(key, 0), w.base_sequence)
         self.unuploaded = []
         for w in self.pending:
-            stored = retrying(partial(registered, w.object_key))
+            stored = retrying(partial(registered, w.object_key), self._budget_ms)
             if not stored:  # never stored: its sequence number is free again
                 key = (w.topic_id, w.partition)
                 self.next_seq[key] = min(self.next_seq.get(key, 0), w.base_sequence)

@@ -6,32 +6,47 @@ Names follow Spark's Kafka source where they mean the same thing (``startingOffs
 ``subscribe``); the rest are the broker's own. Option names are case-insensitive (Spark
 lower-cases them). An unknown option is an error, so a misspelt one is not silently ignored.
 
-Where the broker lives: ``database.url``, ``storage.url`` and ``s3.endpoint.url``, each
-defaulting to ``TXN_BROKER_DATABASE_URL`` / ``TXN_BROKER_STORAGE_URL`` /
-``TXN_BROKER_S3_ENDPOINT_URL`` in the environment of Spark's Python workers (which is the
-driver's environment when the SparkSession started), else the embedded default. The
-database is used on the driver side only (planning, commit); executors only read and
-write objects. Spark redacts the values of options whose name matches
-``spark.sql.redaction.options.regex`` (default ``(?i)url``) in plans and logs, which is why
-these names end in ``url``.
+Where the broker lives: ``database.url``, ``storage.url`` and the S3 storage options
+(:data:`STORAGE_OPTIONS`: ``s3.endpoint.url``, ``s3.region``, ``s3.access.key.id``,
+``s3.secret.access.key``, ``s3.session.token``, ``s3.addressing.style``), which
+``connection_options(broker)`` takes from the broker the caller opened: the storage
+settings travel to Spark's Python workers inside the data source's options, never through
+their environment. An option not given falls back, in the worker, to the
+``TXN_BROKER_*`` / ``AWS_*`` environment of that worker (which is the driver's
+environment when the SparkSession started), else the embedded default. The database is
+used on the driver side only (planning, commit); executors only read and write objects.
+Spark shows no option of a Python data source in its plans or UI (docs/spark.md); should
+it, it redacts the values of options whose name matches ``spark.sql.redaction.options.regex``
+(default ``(?i)url``) or ``spark.redaction.regex`` (default
+``(?i)secret|password|token|access[.]key``), which is why these names end in ``url`` or
+contain ``secret``, ``token`` or ``access.key``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-from ..config import resolve_database_url, resolve_storage_url, s3_endpoint_url
+from ..config import resolve_database_url, resolve_storage_url
 from ..errors import InvalidConfigError
 from ..log.partition import ISOLATION_LEVELS, READ_COMMITTED
 from ..log.types import TransactionHandle
 from ..names import validate_id, validate_topic_name
 
-CONNECTION_OPTIONS = ("database.url", "storage.url", "s3.endpoint.url")
+#: data source option -> storage option (txn_broker.storage.S3_OPTIONS)
+STORAGE_OPTIONS = {
+    "s3.endpoint.url": "endpoint_url",
+    "s3.region": "region_name",
+    "s3.access.key.id": "aws_access_key_id",
+    "s3.secret.access.key": "aws_secret_access_key",
+    "s3.session.token": "aws_session_token",
+    "s3.addressing.style": "addressing_style",
+}
+CONNECTION_OPTIONS = ("database.url", "storage.url", *STORAGE_OPTIONS)
 READ_OPTIONS = (
     "topic", "topics", "subscribe", "group.id", "startingoffsets", "endingoffsets", "isolation.level",
     "failondataloss", "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
@@ -69,42 +84,48 @@ class Secret:
 @dataclass(frozen=True)
 class Connection:
     """Where the broker's metadata database and objects are. Only the driver side opens
-    the database; executors use :meth:`open_store`."""
+    the database; executors use :meth:`StorageLocation.open_store`."""
 
     database_url: Secret
-    storage_url: str
-    s3_endpoint_url: str | None
+    location: StorageLocation
 
     def open_broker(self) -> Any:
         import txn_broker
 
-        return txn_broker.connect(self.database_url.reveal(), self.storage_url, pool_size=1)
+        return txn_broker.connect(self.database_url.reveal(), self.location.url,
+                                  storage_options=self.location.storage_options(), pool_size=1)
 
     def storage(self) -> StorageLocation:
-        return StorageLocation(self.storage_url, self.s3_endpoint_url)
+        return self.location
 
 
 @dataclass(frozen=True)
 class StorageLocation:
-    """What executors need to read and upload segment objects."""
+    """What executors need to read and upload segment objects: the storage URL and its
+    storage options (secrets among them, so they are left out of the repr)."""
 
     url: str
-    s3_endpoint_url: str | None
+    options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def storage_options(self) -> dict[str, str]:
+        return dict(self.options)
 
     def open_store(self) -> Any:
-        return _store(self.url, self.s3_endpoint_url)
+        return _store(self.url, self.options)
 
 
-_stores: dict[tuple[str, str | None], Any] = {}
+_stores: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
 
-def _store(url: str, endpoint: str | None) -> Any:
-    # Spark reuses Python workers across tasks: keep one store (one S3 client) per process.
+def _store(url: str, options: tuple[tuple[str, str], ...]) -> Any:
+    # Spark reuses Python workers across tasks: keep one store (one S3 client) per process
+    # and location; two locations (two brokers) never share one.
+    from ..retry import DEFAULT_RETRY_BUDGET_MS
     from ..storage import open_store
 
-    store = _stores.get((url, endpoint))
+    store = _stores.get((url, options))
     if store is None:
-        store = _stores[(url, endpoint)] = open_store(url, endpoint)
+        store = _stores[(url, options)] = open_store(url, retry_budget_ms=DEFAULT_RETRY_BUDGET_MS, **dict(options))
     return store
 
 
@@ -125,20 +146,24 @@ def connection(options: Mapping[str, str]) -> Connection:
         sa.make_url(url)
     except Exception:  # the message would quote the URL, password included
         raise InvalidConfigError("option database.url is not a valid SQLAlchemy URL") from None
-    return Connection(Secret(url), resolve_storage_url(options.get("storage.url") or None),
-                      options.get("s3.endpoint.url") or s3_endpoint_url())
+    given = {k.lower(): v for k, v in options.items()}
+    storage = tuple(sorted((name, str(given[option])) for option, name in STORAGE_OPTIONS.items()
+                           if given.get(option)))
+    return Connection(Secret(url), StorageLocation(resolve_storage_url(options.get("storage.url") or None), storage))
 
 
 def connection_options(broker: Any) -> dict[str, str]:
     """The options that point a ``txn_topic`` read or write at ``broker``'s database and
-    storage. They contain the database password: pass them to Spark, never print them."""
+    storage, with the storage options ``broker`` was opened with (its S3 endpoint,
+    region, credentials). They contain the database password and the S3 secret key: pass
+    them to Spark, never print them."""
     opts = {
         "database.url": broker.db.url.render_as_string(hide_password=False),
         "storage.url": broker.store.url,
     }
-    endpoint = getattr(broker.store, "endpoint_url", None)
-    if endpoint:
-        opts["s3.endpoint.url"] = endpoint
+    names = {name: option for option, name in STORAGE_OPTIONS.items()}
+    for name, value in broker.store.options().items():
+        opts[names[name]] = value
     return opts
 
 

@@ -131,7 +131,8 @@ class TxnTopicWriter(DataSourceArrowWriter):
             handle = self.handle
             if handle is None:  # idempotent, no transaction: a producer id of its own
                 handle = TransactionHandle(None, broker.coordinator.allocate_producer_id(), 0, None)
-            results = retrying(lambda: broker.coordinator.register_uploaded(handle, writes))
+            results = retrying(lambda: broker.coordinator.register_uploaded(handle, writes),
+                               broker.settings.retry_budget_ms)
         fault_point("spark.after_register")
         log.info("txn_topic write %s: registered %d segment(s), %d record(s) in %s (transaction %s)",
                  self.write_id, len(results), sum(r.record_count for r in results), self.target.name,

@@ -5,13 +5,21 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from ..errors import InvalidConfigError
-from .base import ObjectData, ObjectInfo, ObjectNotFoundError, ObjectStore
+from ..retry import DEFAULT_RETRY_BUDGET_MS
+from .base import S3_OPTIONS, SECRET_OPTIONS, ObjectData, ObjectInfo, ObjectNotFoundError, ObjectStore, check_options
 from .local import LocalObjectStore
 
 
-def open_store(url: str, s3_endpoint_url: str | None = None) -> ObjectStore:
-    """The object store named by ``file:///path`` or ``s3://bucket/prefix``. For S3,
-    ``s3_endpoint_url`` (else ``TXN_BROKER_S3_ENDPOINT_URL``, else AWS) names the endpoint."""
+def open_store(url: str, *, retry_budget_ms: int = DEFAULT_RETRY_BUDGET_MS, **options: str | None) -> ObjectStore:
+    """The object store named by ``file:///path`` or ``s3://bucket/prefix``, with its
+    storage options passed explicitly (:data:`S3_OPTIONS`: ``endpoint_url``,
+    ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
+    ``aws_session_token``, ``addressing_style``; empty values count as not given). An
+    option not given falls back to the process's own defaults (the endpoint to
+    ``TXN_BROKER_S3_ENDPOINT_URL``, the rest to boto3's chain); the environment is never
+    written. A local directory takes no options: S3 ones are ignored there. An unknown
+    option name is an InvalidConfigError."""
+    given = check_options(options)
     parsed = urlparse(url)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
@@ -22,8 +30,9 @@ def open_store(url: str, s3_endpoint_url: str | None = None) -> ObjectStore:
 
         if not parsed.netloc:
             raise InvalidConfigError(f"S3 storage URL needs a bucket: s3://bucket/prefix, got {url!r}")
-        return S3ObjectStore(parsed.netloc, parsed.path.strip("/"), endpoint_url=s3_endpoint_url)
+        return S3ObjectStore(parsed.netloc, parsed.path.strip("/"), retry_budget_ms=retry_budget_ms, **given)
     raise InvalidConfigError(f"unsupported storage URL {url!r}: use file:///path or s3://bucket/prefix")
 
 
-__all__ = ["ObjectData", "ObjectInfo", "ObjectNotFoundError", "ObjectStore", "open_store"]
+__all__ = ["S3_OPTIONS", "SECRET_OPTIONS", "ObjectData", "ObjectInfo", "ObjectNotFoundError", "ObjectStore",
+           "open_store"]

@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import pyarrow as pa
 
-from ..errors import TxnBrokerError
+from ..errors import InvalidConfigError, TxnBrokerError
 
 #: what ``put`` stores: bytes, or any object with the buffer protocol (a ``pa.Buffer``)
 ObjectData: TypeAlias = bytes | bytearray | memoryview | pa.Buffer
+
+
+#: the storage options of an S3 store: boto3's own names
+S3_OPTIONS = ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+              "addressing_style")
+#: the options that are secrets: never logged, never shown
+SECRET_OPTIONS = ("aws_secret_access_key", "aws_session_token")
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """The given storage options (empty values dropped), or InvalidConfigError naming the
+    unknown ones (never their values)."""
+    unknown = sorted(set(options) - set(S3_OPTIONS))
+    if unknown:
+        raise InvalidConfigError(f"unknown storage option(s) {', '.join(unknown)}; known: {', '.join(S3_OPTIONS)}")
+    out: dict[str, str] = {}
+    for name, value in options.items():
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise InvalidConfigError(f"storage option {name} must be a string")
+        out[name] = value
+    return out
 
 
 class ObjectNotFoundError(TxnBrokerError):
@@ -51,3 +74,7 @@ class ObjectStore(Protocol):
 
     def delete(self, keys: Iterable[str]) -> None:
         """Delete objects; absent keys are ignored."""
+
+    def options(self) -> dict[str, str]:
+        """The storage options that open this same store in another process (``open_store(url,
+        **options)``); may contain secrets: pass them on, never print them."""

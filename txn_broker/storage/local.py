@@ -27,6 +27,10 @@ class LocalObjectStore:
         self.url = self.root.as_uri()
         self._prefix = f"{self.root}{os.sep}"
 
+    def options(self) -> dict[str, str]:
+        """A directory needs no options."""
+        return {}
+
     def _file(self, key: str) -> str:
         if not key or key.startswith("/") or ".." in key.split("/"):
             raise InvalidInputError(f"invalid object key {key!r}")

@@ -19,10 +19,15 @@ Empty values fall back to the ``TXN_BROKER_*`` environment, then to the embedded
 ``txn_broker_default`` is not defined at all the hook uses that fallback too, so the demo
 works with nothing configured; a named connection that does not exist is an error.
 
-S3 settings are handed to the broker (and to Spark executors started afterwards by this
-process) through the process environment, because boto3 reads credentials there; each
-Airflow task runs in its own process. Secrets are registered with Airflow's secrets masker
-and never appear in log lines or ``test_connection`` messages.
+S3 settings are handed to the broker explicitly, as its storage options
+(``txn_broker.connect(..., storage_options=...)``), and from the broker to Spark in the
+data source's options; the process environment is never written. So two connections used
+in one process (the triggerer, the API server, a task with two hooks) each keep their own
+endpoint and credentials. An S3 setting a connection leaves empty is not taken from any
+other connection: it falls back to this process's own defaults, as boto3 does for any
+client (``TXN_BROKER_S3_ENDPOINT_URL`` for the endpoint; the ``AWS_*`` variables, profiles
+or instance role for the credentials and region). Secrets are registered with Airflow's
+secrets masker and never appear in log lines or ``test_connection`` messages.
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ DEFAULT_CONN_ID = "txn_broker_default"
 #: so the owner-role warning is logged once per process and the check costs one query
 _ROLE_CHECKED: set[tuple[str, str]] = set()
 
-#: connection extra -> environment variable the broker (and boto3) read
-_S3_ENVIRONMENT = {
+#: connection extra (a broker storage option, txn_broker.storage.S3_OPTIONS) -> the
+#: environment variable a child process (spark-submit's driver) reads it from
+_STORAGE_OPTIONS = {
     "endpoint_url": "TXN_BROKER_S3_ENDPOINT_URL",
     "aws_access_key_id": "AWS_ACCESS_KEY_ID",
     "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
@@ -77,10 +83,15 @@ class BrokerConfig:
             found.append(password)
         return found
 
+    def storage_options(self) -> dict[str, str]:
+        """The broker's storage options from these S3 settings (only those that are set)."""
+        return {name: str(getattr(self, name)) for name in _STORAGE_OPTIONS if getattr(self, name)}
+
     def s3_environment(self) -> dict[str, str]:
-        """The environment variables these S3 settings map to (only those that are set)."""
-        return {env: str(getattr(self, name)) for name, env in _S3_ENVIRONMENT.items()
-                if getattr(self, name)}
+        """These S3 settings as the environment of a child process that connects with
+        ``txn_broker.connect()`` (a spark-submit driver): only for a child's ``env``, never
+        for this process's ``os.environ``."""
+        return {_STORAGE_OPTIONS[name]: value for name, value in self.storage_options().items()}
 
     def describe(self) -> str:
         """A one-line description, safe to log: the database password is masked."""
@@ -200,15 +211,15 @@ class TxnBrokerHook(BaseHook):
     # -- the broker ----------------------------------------------------------------------
 
     def get_conn(self) -> Broker:
-        """The Broker of this connection (connected once, then cached). Exports the S3
-        settings to the process environment first (see the module docstring). Raises
-        txn_broker errors (e.g. SchemaVersionError for an unmigrated PostgreSQL)."""
+        """The Broker of this connection (connected once, then cached), its S3 settings
+        passed as storage options (see the module docstring). Raises txn_broker errors
+        (e.g. SchemaVersionError for an unmigrated PostgreSQL)."""
         if self._broker is None:
             import txn_broker
 
             config = self.broker_config()
-            os.environ.update(config.s3_environment())
-            self._broker = txn_broker.connect(config.database_url, config.storage_url, **config.settings)
+            self._broker = txn_broker.connect(config.database_url, config.storage_url,
+                                              storage_options=config.storage_options(), **config.settings)
             self.log.info("txn_broker: %s", config.describe())
             self._check_role(self._broker, config)
         return self._broker

@@ -113,7 +113,7 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         )
         hook = TxnBrokerHook(self.txn_broker_conn_id)
         try:
-            broker = hook.get_conn()  # first: it exports the S3 settings Spark's workers inherit
+            broker = hook.get_conn()
             if self.deploy == "session":
                 summary = self._run_in_session(broker, spec, context)
             else:
