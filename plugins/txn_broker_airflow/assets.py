@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetWatcher
 
-from txn_broker.names import validate_topic_name
+from txn_broker import validate_topic_name
 
 from .hooks.txn_broker import DEFAULT_CONN_ID
 from .provider_info import ASSET_SCHEME

@@ -9,7 +9,7 @@ import io
 
 import pyarrow as pa
 
-from txn_broker.cli.common import redact, url_secrets
+from txn_broker import redact, url_secrets
 from txn_broker.cli.output import Output, human_bytes, human_duration, iso_ms, render_table
 from txn_broker.cli.records_io import json_rows, json_value
 

@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from ..fetch import ISOLATION_LEVELS, READ_COMMITTED
+from .. import ISOLATION_LEVELS, READ_COMMITTED
 from .common import Context, UsageError, positive_int
 from .records_io import BINARY_ENCODINGS, json_rows
 

@@ -13,13 +13,13 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator import AppendResult
+from .. import AppendResult
 from ..errors import SchemaMismatchError, TxnBrokerError
 from .common import Context, UsageError, positive_int
 from .records_io import BINARY_ENCODINGS, FORMATS, Source, guess_format, open_source
 
 if TYPE_CHECKING:
-    from ..producer import Producer
+    from .. import Producer
     from .output import Progress
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                          help="default: from the file name (.jsonl/.ndjson/.json, .csv, .parquet/.pq)")
     produce.add_argument("--key", metavar="COLUMN", help="partition by a hash of this column")
     produce.add_argument("--transactional-id", metavar="ID", help="produce the whole file as one transaction")
-    produce.add_argument("--transaction-timeout-ms", type=positive_int, default=60_000, metavar="MS",
-                         help="with --transactional-id: abort if not committed within this time (default 60000)")
+    produce.add_argument("--transaction-timeout-ms", type=positive_int, default=None, metavar="MS",
+                         help="with --transactional-id: abort if not committed within this time "
+                              "(default: the broker's transaction_timeout_ms, 60000)")
     produce.add_argument("--binary-encoding", choices=BINARY_ENCODINGS, default="base64",
                          help="how binary values are written in jsonl and csv (default base64)")
     produce.set_defaults(handler=produce_file)

@@ -15,9 +15,11 @@ The broker's location comes from the options ``database.url``, ``storage.url`` a
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .app import main as app_main
+from .app import spark_session
+from .datasource import register
 from .offsets import OffsetRange, OffsetRanges, planned_offsets, resolve_offsets
 from .options import connection_options, transaction_options
 from .stage import Stage, StageSummary, txn_stage
@@ -27,23 +29,9 @@ if TYPE_CHECKING:
     from ..producer import Producer
 
 __all__ = [
-    "OffsetRange", "OffsetRanges", "Stage", "StageSummary", "connection_options", "planned_offsets", "register",
-    "resolve_offsets", "transaction_options", "txn_stage", "write_options",
+    "OffsetRange", "OffsetRanges", "Stage", "StageSummary", "app_main", "connection_options", "planned_offsets",
+    "register", "resolve_offsets", "spark_session", "transaction_options", "txn_stage", "write_options",
 ]
-
-
-_registered: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def register(spark: Any) -> None:
-    """Register the ``txn_topic`` data source with ``spark`` (idempotent). The package must
-    be installed where Spark runs Python (driver and executors)."""
-    from .source import TxnTopicDataSource
-
-    if spark in _registered:
-        return
-    spark.dataSource.register(TxnTopicDataSource)
-    _registered.add(spark)
 
 
 def write_options(broker: Broker, producer: Producer | None = None) -> dict[str, str]:
