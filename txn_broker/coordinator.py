@@ -45,6 +45,7 @@ from .errors import (
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    UnknownProducerStateError,
     UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
 )
@@ -111,11 +112,6 @@ class AppendResult:
     duplicate: bool = False
     #: the transaction the segment belongs to (None: not transactional)
     txn_id: int | None = None
-
-
-class UnknownProducerStateError(OutOfOrderSequenceError):
-    """The broker holds no sequence state for this producer and partition (it expired);
-    a producer with nothing in flight may restart that partition at sequence 0."""
 
 
 @dataclass

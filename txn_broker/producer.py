@@ -39,7 +39,6 @@ from .coordinator import (
     ProducerIdentity,
     SegmentWrite,
     TransactionHandle,
-    UnknownProducerStateError,
 )
 from .errors import (
     IllegalStateError,
@@ -51,6 +50,7 @@ from .errors import (
     ProducerFencedError,
     SchemaMismatchError,
     TxnBrokerError,
+    UnknownProducerStateError,
 )
 from .faults import fault_point
 from .models import TopicPartition
