@@ -19,7 +19,7 @@ from .coordinator import Coordinator, SweepAction
 from .database import Database, Tx
 from .errors import (
     InvalidConfigError,
-    InvalidTxnStateError,
+    InvalidInputError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
     StorageUnavailableError,
@@ -331,6 +331,8 @@ class Broker:
         return self.coordinator.admin_abort(transactional_id)
 
     def list_transactions(self, states: Iterable[str] | None = None) -> list[TransactionSummary]:
+        """Every transactional id (in ``states`` only, when given) with its current (or last)
+        transaction: size, outcome, end, age. InvalidInputError for an unknown state."""
         wanted = None
         if states is not None:
             if isinstance(states, str):
@@ -338,7 +340,7 @@ class Broker:
             try:
                 wanted = {TxnState(s).value for s in states}
             except ValueError:
-                raise InvalidTxnStateError(
+                raise InvalidInputError(
                     f"unknown state in {list(states)}; states: {[s.value for s in TxnState]}") from None
         rows = self.db.read(lambda tx: tx.all("list_transactional_ids"))
         return [TransactionSummary(**r._mapping) for r in rows if wanted is None or r.state in wanted]
@@ -381,7 +383,7 @@ class Broker:
         """Open transactions older than ``older_than_ms`` (default: their own timeout)
         that hold back some partition's last stable offset."""
         if older_than_ms is not None and (not isinstance(older_than_ms, int) or older_than_ms < 0):
-            raise OffsetOutOfRangeError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
+            raise InvalidInputError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
         rows = self.db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
         by_id: dict[str, HangingTransaction] = {}
         for r in rows:

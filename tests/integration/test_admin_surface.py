@@ -79,3 +79,13 @@ def test_gc_and_fsck_report_progress(backend):
     assert report.dry_run and said
     said.clear()
     assert broker.fsck(progress=said.append).ok and said
+
+
+def test_bad_arguments_are_bad_input(backend):
+    from txn_broker.errors import InvalidInputError
+
+    broker = backend.connect()
+    with pytest.raises(InvalidInputError, match="unknown state"):
+        broker.list_transactions(["Finished"])
+    with pytest.raises(InvalidInputError, match="older_than_ms"):
+        broker.find_hanging_transactions(older_than_ms=-1)

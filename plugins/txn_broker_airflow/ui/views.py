@@ -129,7 +129,7 @@ def list_transactions(broker: Broker, known_dag_ids: Iterable[str] = (), *,
                       hanging_only: bool = False, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
     """The transactions list, filtered. ``states``: any of :data:`STATES` (empty: all);
     ``text``: a case-insensitive substring of the transactional id; ``dag_id``: rows
-    attributed to that DAG. Raises InvalidTxnStateError for an unknown state."""
+    attributed to that DAG. Raises InvalidInputError for an unknown state."""
     known = sorted(set(known_dag_ids))
     summaries = broker.list_transactions(list(states) if states else None)
     needle = text.strip().lower()
