@@ -47,6 +47,10 @@ from .models import (
 )
 from .names import validate_id, validate_topic_name
 from .producer import Producer
+from .record_files import BINARY_ENCODINGS, guess_format, read_records
+from .record_files import FORMATS as RECORD_FORMATS
+from .record_files import Source as RecordSource
+from .record_files import open_source as open_records
 from .records import key_partitions
 from .redaction import mask_url, redact, strip_userinfo, url_secrets
 from .states import (
@@ -67,6 +71,8 @@ __all__ = [
     "resolve_storage_url", "upgrade_schema",
     # clients
     "ISOLATION_LEVELS", "READ_COMMITTED", "READ_UNCOMMITTED", "Consumer", "Producer", "key_partitions",
+    # records from files (JSON Lines, CSV, Parquet) into a topic's schema
+    "BINARY_ENCODINGS", "RECORD_FORMATS", "RecordSource", "guess_format", "open_records", "read_records",
     # what the broker returns
     "AppendResult", "FsckReport", "GcReport", "GroupDescription", "GroupPartition", "HangingTransaction",
     "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription", "TopicPartition",
