@@ -58,10 +58,6 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     return uri
 
 
-def topic_assets(topics: list[str] | tuple[str, ...], txn_broker_conn_id: str = DEFAULT_CONN_ID) -> list[Asset]:
-    return [topic_asset(t, txn_broker_conn_id) for t in topics]
-
-
 def committed_records_asset(topics: list[str] | tuple[str, ...], group_id: str,
                             txn_broker_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0) -> Asset:
     """An Asset that gets an event whenever committed records appear on ``topics`` past
