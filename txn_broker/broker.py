@@ -105,11 +105,11 @@ def upgrade_schema(database_url: str | None = None) -> SchemaUpgrade:
 
 class Broker:
     def __init__(self, db: Database, store: ObjectStore, settings: Settings) -> None:
-        self._db = db
-        self._store = store
+        self.db = db
+        self.store = store
         self.settings = settings
-        self._topics = Topics(db, settings)
-        self._coordinator = Coordinator(db, settings)
+        self.topics = Topics(db, settings)
+        self.coordinator = Coordinator(db, settings)
 
     def __repr__(self) -> str:
         return f"Broker(database={self.database_location!r}, storage={self.storage_location!r})"
@@ -119,21 +119,21 @@ class Broker:
     @property
     def database_location(self) -> str:
         """The metadata database's URL with its password masked: safe to log and show."""
-        return mask_url(self._db.url)
+        return mask_url(self.db.url)
 
     @property
     def storage_location(self) -> str:
         """The object store's URL without any user info: safe to log and show."""
-        return strip_userinfo(self._store.url)
+        return strip_userinfo(self.store.url)
 
     def now_ms(self) -> int:
         """The database's clock (ms since the epoch): the only clock the coordinator trusts,
         so ages computed against it never depend on the caller's machine."""
-        return int(self._db.read(lambda tx: tx.scalar("now_ms")))
+        return int(self.db.read(lambda tx: tx.scalar("now_ms")))
 
     def check_storage(self) -> None:
         """List the object store once (StorageUnavailableError if it cannot be reached)."""
-        next(iter(self._store.list("topics/")), None)
+        next(iter(self.store.list("topics/")), None)
 
     def privileged_role_warning(self) -> str | None:
         """Advice when the database is reached as the schema's owner or a superuser instead
@@ -141,17 +141,17 @@ class Broker:
         Names roles, never a password."""
         from .roles import privileged_role_warning
 
-        return privileged_role_warning(self._db)
+        return privileged_role_warning(self.db)
 
     # -- the schema ----------------------------------------------------------------------
 
     def pending_migrations(self) -> list[str]:
         """Schema migrations this code expects that the database has not applied."""
-        return pending(self._db)
+        return pending(self.db)
 
     def upgrade_schema(self) -> list[str]:
         """Apply pending schema migrations (as the owner role); returns the versions applied."""
-        return upgrade_db(self._db)
+        return upgrade_db(self.db)
 
     # -- topics --------------------------------------------------------------------------
 
@@ -161,7 +161,7 @@ class Broker:
         headers map<string, binary>). ``config``: retention.ms, retention.bytes,
         max.message.bytes. Raises InvalidTopicNameError, TopicAlreadyExistsError,
         SchemaMismatchError, InvalidConfigError."""
-        self._topics.create(name, partitions, schema, config)
+        self.topics.create(name, partitions, schema, config)
         return self.describe_topic(name)
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]],
@@ -192,16 +192,16 @@ class Broker:
         return done
 
     def list_topics(self) -> list[str]:
-        return self._topics.names()
+        return self.topics.names()
 
     def describe_topic(self, name: str) -> TopicDescription:
-        return self._topics.describe(name)
+        return self.topics.describe(name)
 
     def delete_topic(self, name: str) -> None:
         """Drop a topic's metadata, then its objects (what is left behind is gc's)."""
-        keys = self._topics.delete(name)
+        keys = self.topics.delete(name)
         try:
-            self._store.delete(keys)
+            self.store.delete(keys)
         except StorageUnavailableError as error:
             log.warning("topic %s deleted; %d objects left for gc: %s", name, len(keys), error)
 
@@ -210,7 +210,7 @@ class Broker:
         """Raise OffsetOutOfRangeError unless ``offset`` lies in [log start (or 0), HW]."""
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise OffsetOutOfRangeError(f"offset must be a non-negative int, got {offset!r}")
-        offsets = self._db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
+        offsets = self.db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
         assert offsets is not None
         low = 0 if allow_below_start else offsets.log_start_offset
         if not low <= offset <= offsets.high_watermark:
@@ -226,14 +226,14 @@ class Broker:
         out = {}
         for tp in partitions:
             tp = TopicPartition(*tp)
-            meta = self._topics.get(tp.topic)
+            meta = self.topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
             offsets = self._offsets(meta, tp.partition)
             out[tp] = offsets.end(isolation_level)
         return out
 
     def _offsets(self, meta: TopicMeta, partition: int) -> PartitionOffsets:
-        offsets = self._db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
+        offsets = self.db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
         if offsets is None:
             raise UnknownTopicOrPartitionError(f"{meta.name}-{partition} no longer exists")
         return offsets
@@ -242,14 +242,14 @@ class Broker:
         out = {}
         for tp in partitions:
             tp = TopicPartition(*tp)
-            meta = self._topics.get(tp.topic)
+            meta = self.topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
             out[tp] = self._offsets(meta, tp.partition).log_start_offset
         return out
 
     def segment_registered(self, object_key: str) -> bool:
         """Whether an uploaded object was registered as a segment."""
-        row = self._db.run(lambda tx: tx.one("segment_by_object_key", object_key=object_key), write=False)
+        row = self.db.run(lambda tx: tx.one("segment_by_object_key", object_key=object_key), write=False)
         return row is not None
 
     # -- clients -------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class Broker:
                           ) -> dict[TopicPartition, int | None]:
         validate_id("group id", group_id)
         tps = [TopicPartition(*tp) for tp in partitions]
-        metas = {tp.topic: self._topics.get(tp.topic) for tp in tps}
+        metas = {tp.topic: self.topics.get(tp.topic) for tp in tps}
 
         def work(tx: Tx) -> dict[TopicPartition, int | None]:
             found: dict[tuple[str, int], int] = {}
@@ -284,7 +284,7 @@ class Broker:
                     found[(name, r.partition_no)] = r.committed_offset
             return {tp: found.get((tp.topic, tp.partition)) for tp in tps}
 
-        return self._db.read(work)
+        return self.db.read(work)
 
     def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
@@ -292,22 +292,22 @@ class Broker:
         rows = []
         for tp, offset in offsets.items():
             tp = TopicPartition(*tp)
-            meta = self._topics.get(tp.topic)
+            meta = self.topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
             self.check_offset(meta, tp.partition, offset)
             rows.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition,
                          "committed_offset": int(offset)})
         rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
-        self._db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
+        self.db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
 
     def list_groups(self) -> list[str]:
-        return [r.group_id for r in self._db.run(lambda tx: tx.all("list_groups"), write=False)]
+        return [r.group_id for r in self.db.run(lambda tx: tx.all("list_groups"), write=False)]
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """Committed offset, log ends and lag per partition. ``lag`` is measured against
         the last stable offset (what a read_committed reader can reach)."""
         validate_id("group id", group_id)
-        rows = self._db.read(lambda tx: tx.all("describe_group", group_id=group_id))
+        rows = self.db.read(lambda tx: tx.all("describe_group", group_id=group_id))
         if not rows:
             raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
         return GroupDescription(group_id, [
@@ -317,18 +317,18 @@ class Broker:
     # -- transactions: sweeps and admin --------------------------------------------------
 
     def abort_expired_transactions(self) -> list[SweepAction]:
-        return self._coordinator.abort_expired_transactions()
+        return self.coordinator.abort_expired_transactions()
 
     def complete_prepared_transactions(self) -> list[SweepAction]:
-        return self._coordinator.complete_prepared_transactions()
+        return self.coordinator.complete_prepared_transactions()
 
     def expire_transactional_ids(self) -> dict[str, Any]:
-        return self._coordinator.expire_transactional_ids()
+        return self.coordinator.expire_transactional_ids()
 
     def abort_transaction(self, transactional_id: str) -> SweepAction:
         """Admin abort: bump the epoch (fencing the producer), then abort."""
         validate_id("transactional id", transactional_id)
-        return self._coordinator.admin_abort(transactional_id)
+        return self.coordinator.admin_abort(transactional_id)
 
     def list_transactions(self, states: Iterable[str] | None = None) -> list[TransactionSummary]:
         """Every transactional id (in ``states`` only, when given) with its current (or last)
@@ -342,7 +342,7 @@ class Broker:
             except ValueError:
                 raise InvalidInputError(
                     f"unknown state in {list(states)}; states: {[s.value for s in TxnState]}") from None
-        rows = self._db.read(lambda tx: tx.all("list_transactional_ids"))
+        rows = self.db.read(lambda tx: tx.all("list_transactional_ids"))
         return [TransactionSummary(**r._mapping) for r in rows if wanted is None or r.state in wanted]
 
     def describe_transaction(self, transactional_id: str, history_limit: int = 200) -> TransactionDescription:
@@ -377,14 +377,14 @@ class Broker:
                 transactions=[dict(r._mapping) for r in runs],
             )
 
-        return self._db.read(work)
+        return self.db.read(work)
 
     def find_hanging_transactions(self, older_than_ms: int | None = None) -> list[HangingTransaction]:
         """Open transactions older than ``older_than_ms`` (default: their own timeout)
         that hold back some partition's last stable offset."""
         if older_than_ms is not None and (not isinstance(older_than_ms, int) or older_than_ms < 0):
             raise InvalidInputError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
-        rows = self._db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
+        rows = self.db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
         by_id: dict[str, HangingTransaction] = {}
         for r in rows:
             h = by_id.get(r.transactional_id)
@@ -399,7 +399,7 @@ class Broker:
 
     def recent_transactions(self, limit: int = 200) -> list[dict[str, Any]]:
         """Transaction instances, newest first, for monitoring."""
-        return [dict(r._mapping) for r in self._db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
+        return [dict(r._mapping) for r in self.db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -424,7 +424,7 @@ class Broker:
         return check(self, progress=progress)
 
     def close(self) -> None:
-        self._db.dispose()
+        self.db.dispose()
 
     def __enter__(self) -> Broker:
         return self

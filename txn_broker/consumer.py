@@ -77,7 +77,7 @@ class Consumer:
         self._assignment: list[TopicPartition] = []
         self._meta: dict[str, TopicMeta] = {}
         self._positions: dict[TopicPartition, int] = {}
-        self._cache = SegmentCache(broker._store)
+        self._cache = SegmentCache(broker.store)
         self._plans: dict[TopicPartition, _Plan] = {}
         self._sizes: dict[str, float] = {}
         self._next = 0
@@ -111,7 +111,7 @@ class Consumer:
     def _topic(self, name: str) -> TopicMeta:
         meta = self._meta.get(name)
         if meta is None:
-            meta = self._meta[name] = self._broker._topics.get(name)
+            meta = self._meta[name] = self._broker.topics.get(name)
         return meta
 
     def _check_open(self) -> None:
@@ -135,7 +135,7 @@ class Consumer:
 
     def _reset(self, tp: TopicPartition) -> int:
         meta = self._topic(tp.topic)
-        offsets, _ = plan_fetch(self._broker._db, meta.topic_id, tp.partition, None, self.isolation_level)
+        offsets, _ = plan_fetch(self._broker.db, meta.topic_id, tp.partition, None, self.isolation_level)
         if offsets is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} was deleted")
         if self.auto_offset_reset == "earliest":
@@ -165,7 +165,7 @@ class Consumer:
         for tp in tps or self._assignment:
             tp = self._check_assigned(tp)
             meta = self._topic(tp.topic)
-            offsets, _ = plan_fetch(self._broker._db, meta.topic_id, tp.partition, None, self.isolation_level)
+            offsets, _ = plan_fetch(self._broker.db, meta.topic_id, tp.partition, None, self.isolation_level)
             assert offsets is not None
             self._positions[tp] = offsets.log_start_offset
 
@@ -173,7 +173,7 @@ class Consumer:
         for tp in tps or self._assignment:
             tp = self._check_assigned(tp)
             meta = self._topic(tp.topic)
-            offsets, _ = plan_fetch(self._broker._db, meta.topic_id, tp.partition, None, self.isolation_level)
+            offsets, _ = plan_fetch(self._broker.db, meta.topic_id, tp.partition, None, self.isolation_level)
             assert offsets is not None
             self._positions[tp] = offsets.end(self.isolation_level)
 
@@ -245,13 +245,13 @@ class Consumer:
         if plan is not None and plan.position == position < plan.end:
             return plan
         meta = self._topic(tp.topic)
-        offsets, segments = plan_fetch(self._broker._db, meta.topic_id, tp.partition, position,
+        offsets, segments = plan_fetch(self._broker.db, meta.topic_id, tp.partition, position,
                                        self.isolation_level)
         if offsets is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} was deleted")
         if position < offsets.log_start_offset or position > offsets.high_watermark:
             position = self._positions[tp] = self._reset(tp)  # out of range: reset like Kafka
-            offsets, segments = plan_fetch(self._broker._db, meta.topic_id, tp.partition, position,
+            offsets, segments = plan_fetch(self._broker.db, meta.topic_id, tp.partition, position,
                                            self.isolation_level)
             assert offsets is not None
         end = offsets.end(self.isolation_level)

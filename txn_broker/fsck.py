@@ -119,7 +119,7 @@ def check(broker: Broker, *, progress: Callable[[str], None] | None = None) -> F
     report = FsckReport()
     after = (-1, -1)
     while True:
-        page = broker._db.read(partial(partitions_page, after=after))
+        page = broker.db.read(partial(partitions_page, after=after))
         for p in page:
             _check_partition(broker, report, p.topic_id, p.topic, p.partition_no)
             if report.partitions_checked % 100 == 0:
@@ -135,7 +135,7 @@ def check(broker: Broker, *, progress: Callable[[str], None] | None = None) -> F
 
 
 def _check_partition(broker: Broker, report: FsckReport, topic_id: int, topic: str, partition: int) -> None:
-    listed = {o.key: o for o in broker._store.list(f"{SEGMENT_PREFIX}{topic_id}/{partition}/")}
+    listed = {o.key: o for o in broker.store.list(f"{SEGMENT_PREFIX}{topic_id}/{partition}/")}
     report.objects_checked += len(listed)
     where: dict[str, Any] = {"topic": topic, "partition": partition}
     key = {"topic_id": topic_id, "partition_no": partition}
@@ -188,13 +188,13 @@ def _check_partition(broker: Broker, report: FsckReport, topic_id: int, topic: s
                 f"(high watermark {hw})", offset=expected, **where))
         return findings, stored, count
 
-    findings, stored, count = broker._db.read(snapshot)
+    findings, stored, count = broker.db.read(snapshot)
     report.partitions_checked += 1
     report.segments_checked += count
     for finding in findings:
         report.add(finding)
     for s in stored:
-        info: ObjectInfo | None = listed.get(s.key) or broker._store.head(s.key)
+        info: ObjectInfo | None = listed.get(s.key) or broker.store.head(s.key)
         if info is None:
             if _still_live(broker, s.key):
                 report.add(Finding("missing_object", f"{topic}-{partition}: the object of segment at "
@@ -209,7 +209,7 @@ def _check_partition(broker: Broker, report: FsckReport, topic_id: int, topic: s
 
 def _still_live(broker: Broker, key: str) -> bool:
     """Whether the segment is still registered and not purged (gc may have just removed it)."""
-    row = broker._db.read(lambda tx: tx.one("segment_state_by_key", object_key=key))
+    row = broker.db.read(lambda tx: tx.one("segment_state_by_key", object_key=key))
     return row is not None and row.purged_ms is None
 
 
@@ -237,7 +237,7 @@ def _check_markers(broker: Broker, report: FsckReport) -> None:
                 topic=topic, partition=r.partition_no, txn_id=r.txn_id))
         return findings
 
-    for finding in broker._db.read(work):
+    for finding in broker.db.read(work):
         report.add(finding)
 
 
@@ -250,7 +250,7 @@ def _check_orphans(broker: Broker, report: FsckReport) -> None:
         if place is not None:
             topic_id, partition = place
             if topic_id not in names:
-                names[topic_id] = broker._db.read(partial(_topic_name, topic_id=topic_id))
+                names[topic_id] = broker.db.read(partial(_topic_name, topic_id=topic_id))
             topic = names[topic_id]
         when = ("older than the gc grace period: `txn-broker gc` deletes it" if orphan.age_ms >= grace else
                 "within the gc grace period (possibly an upload not registered yet)")

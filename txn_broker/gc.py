@@ -150,7 +150,7 @@ def _purge_aborted(broker: Broker, report: GcReport) -> None:
             return tx.all("unpurged_aborts", after_txn_id=a[0], after_topic_id=a[1],
                           after_partition_no=a[2], limit=_PAGE)
 
-        entries = broker._db.read(page)
+        entries = broker.db.read(page)
         if not entries:
             return
         keys = [{"txn_id": e.txn_id, "topic_id": e.topic_id, "partition_no": e.partition_no} for e in entries]
@@ -168,7 +168,7 @@ def _purge_aborted(broker: Broker, report: GcReport) -> None:
                     tx.execute("mark_abort_purged", **key)
             return segments, size
 
-        segments, size = broker._db.read(purge) if report.dry_run else broker._db.run(purge)
+        segments, size = broker.db.read(purge) if report.dry_run else broker.db.run(purge)
         report.aborted_segments += segments
         report.aborted_bytes += size
         if len(entries) < _PAGE:
@@ -199,7 +199,7 @@ def _apply_retention(broker: Broker, report: GcReport, say: Progress) -> None:
     after = (-1, -1)
     done = 0
     while True:
-        page = broker._db.read(partial(partitions_page, after=after))
+        page = broker.db.read(partial(partitions_page, after=after))
         for p in page:
             retention = _Retention.of(p.config)
             if retention.limited:
@@ -239,7 +239,7 @@ def _truncate_partition(broker: Broker, report: GcReport, topic_id: int, topic: 
                 tx.execute("delete_truncated_segments", new_start=new_start, **key)
             return start, new_start, segments, size
 
-        result = broker._db.read(work) if report.dry_run else broker._db.run(work)
+        result = broker.db.read(work) if report.dry_run else broker.db.run(work)
         if result is None:
             break
         start, new_start, segments, size = result
@@ -293,7 +293,7 @@ def _plan_truncation(tx: Tx, key: dict[str, int], start: int, last_stable_offset
 def _delete_queued(broker: Broker, report: GcReport) -> None:
     delay = report.delete_delay_ms
     if report.dry_run:
-        report.objects_deleted = int(broker._db.read(
+        report.objects_deleted = int(broker.db.read(
             lambda tx: tx.scalar("due_object_deletion_count", delay_ms=delay)))
     else:
         while True:
@@ -301,19 +301,19 @@ def _delete_queued(broker: Broker, report: GcReport) -> None:
             def due_page(tx: Tx) -> list[Any]:
                 return tx.all("due_object_deletions", delay_ms=delay, limit=_DELETE_BATCH)
 
-            due = broker._db.read(due_page)
+            due = broker.db.read(due_page)
             if not due:
                 break
             keys = [r.object_key for r in due]
-            broker._store.delete(keys)  # absent keys are ignored: a retry after a crash is fine
+            broker.store.delete(keys)  # absent keys are ignored: a retry after a crash is fine
             rows: list[Mapping[str, Any]] = [{"object_key": k} for k in keys]
 
             def forget(tx: Tx, rows: list[Mapping[str, Any]] = rows) -> None:
                 tx.execute_many("forget_object_deletion", rows)
 
-            broker._db.run(forget)
+            broker.db.run(forget)
             report.objects_deleted += len(keys)
-    report.objects_waiting = int(broker._db.read(lambda tx: tx.scalar("waiting_object_deletions", delay_ms=delay)))
+    report.objects_waiting = int(broker.db.read(lambda tx: tx.scalar("waiting_object_deletions", delay_ms=delay)))
 
 
 # -- 4. orphans ---------------------------------------------------------------------------
@@ -324,7 +324,7 @@ def _delete_orphans(broker: Broker, report: GcReport, say: Progress) -> None:
 
     def delete(orphans: list[Orphan]) -> None:
         if not report.dry_run and orphans:
-            broker._store.delete([o.key for o in orphans])
+            broker.store.delete([o.key for o in orphans])
             for o in orphans:
                 log.info("deleted orphan object %s (%d bytes, %d ms old)", o.key, o.size, o.age_ms)
         report.orphans_deleted += len(orphans)

@@ -63,7 +63,7 @@ def referenced_keys(broker: Broker, topic_id: int, partition: int) -> set[str]:
             return tx.all("partition_object_keys", topic_id=topic_id, partition_no=partition,
                           after_offset=after, limit=_PAGE)
 
-        rows = broker._db.read(page)
+        rows = broker.db.read(page)
         keys.update(r.object_key for r in rows)
         if len(rows) < _PAGE:
             return keys
@@ -72,14 +72,14 @@ def referenced_keys(broker: Broker, topic_id: int, partition: int) -> set[str]:
 
 def is_known(broker: Broker, key: str) -> bool:
     """Whether a segment row or a queued deletion references ``key`` right now."""
-    return broker._db.read(lambda tx: tx.one("object_key_known", object_key=key)) is not None
+    return broker.db.read(lambda tx: tx.one("object_key_known", object_key=key)) is not None
 
 
 def db_now_ms(broker: Broker) -> int:
     def work(tx: Tx) -> int:
         return int(tx.scalar("now_ms"))
 
-    return broker._db.read(work)
+    return broker.db.read(work)
 
 
 def find_orphans(broker: Broker, now_ms: int | None = None) -> Iterator[Orphan]:
@@ -92,7 +92,7 @@ def find_orphans(broker: Broker, now_ms: int | None = None) -> Iterator[Orphan]:
     now = db_now_ms(broker) if now_ms is None else now_ms
     current: tuple[int, int] | None = None
     known: set[str] = set()
-    for info in broker._store.list(SEGMENT_PREFIX):
+    for info in broker.store.list(SEGMENT_PREFIX):
         partition = partition_of(info.key)
         if partition != current:
             current = partition

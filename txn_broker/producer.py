@@ -233,7 +233,7 @@ class Producer:
 
     def _identity(self) -> ProducerIdentity:
         if self._ident is None:  # an idempotent producer gets its id on first use
-            pid = self._broker._coordinator.allocate_producer_id()
+            pid = self._broker.coordinator.allocate_producer_id()
             self._ident = ProducerIdentity(None, pid, 0)
         return self._ident
 
@@ -256,7 +256,7 @@ class Producer:
                 )
             self._require(P.UNINITIALIZED, action="init_transactions")
             with self._guard():
-                self._ident = retrying(lambda: self._broker._coordinator.init_transactions(
+                self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
                     self.transactional_id or "", self.transaction_timeout_ms))
             self._next_seq.clear()
             self._to(P.READY)
@@ -284,7 +284,7 @@ class Producer:
             rows = []
             for tp, offset in offsets.items():
                 topic, partition = tp
-                meta = self._broker._topics.get(topic)
+                meta = self._broker.topics.get(topic)
                 validate_partition(partition, meta.partition_count, topic)
                 self._broker.check_offset(meta, partition, offset)
                 rows.append((meta.topic_id, partition, int(offset)))
@@ -294,7 +294,7 @@ class Producer:
             with self._guard():
                 self._txn_requested = True
                 self._txn_id = retrying(
-                    lambda: self._broker._coordinator.add_offsets(ident, group_id, rows))
+                    lambda: self._broker.coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
 
     def transaction_handle(self) -> TransactionHandle:
@@ -310,7 +310,7 @@ class Producer:
             if self._txn_id is None:
                 with self._guard():
                     self._txn_requested = True
-                    self._txn_id = retrying(lambda: self._broker._coordinator.add_partitions(ident, []))
+                    self._txn_id = retrying(lambda: self._broker.coordinator.add_partitions(ident, []))
             return TransactionHandle(self.transactional_id, ident.producer_id, ident.epoch, self._txn_id)
 
     def commit_transaction(self) -> list[AppendResult]:
@@ -338,7 +338,7 @@ class Producer:
                     fault_point("commit.before_end")
                     # txn_id None: a request's lost reply may have opened one; commit that
                     ident, txn_id = self._identity(), self._txn_id
-                    retrying(lambda: self._broker._coordinator.end_transaction(
+                    retrying(lambda: self._broker.coordinator.end_transaction(
                         ident, txn_id, commit=True))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
@@ -377,7 +377,7 @@ class Producer:
             # instance took the id meanwhile (ProducerFencedError).
             self._unuploaded, self._pending = [], []
             current = self._identity()
-            self._ident = retrying(lambda: self._broker._coordinator.init_transactions(
+            self._ident = retrying(lambda: self._broker.coordinator.init_transactions(
                 self.transactional_id or "", self.transaction_timeout_ms, current=current))
             self._next_seq.clear()
             self._pid_mapping_lost = False
@@ -386,7 +386,7 @@ class Producer:
             if self._txn_id is not None or self._txn_requested:
                 # txn_id None: abort whatever a request whose reply was lost opened
                 ident, txn_id = self._identity(), self._txn_id
-                retrying(lambda: self._broker._coordinator.end_transaction(ident, txn_id, commit=False))
+                retrying(lambda: self._broker.coordinator.end_transaction(ident, txn_id, commit=False))
         self._txn_id = None
         self._txn_requested = False
         self._txn_appends = []
@@ -421,7 +421,7 @@ class Producer:
                 self._require(P.IN_TRANSACTION, action="send")
             else:
                 self._require(P.READY, action="send")
-            meta = self._broker._topics.get(topic)
+            meta = self._broker.topics.get(topic)
             table = to_table(data, meta.schema, topic)
             if table.num_rows == 0:
                 return
@@ -441,10 +441,10 @@ class Producer:
                     if new:
                         self._txn_requested = True
                         self._txn_id = retrying(
-                            lambda: self._broker._coordinator.add_partitions(ident, new))
+                            lambda: self._broker.coordinator.add_partitions(ident, new))
                         self._txn_partitions.update(new)
                     else:
-                        retrying(lambda: self._broker._coordinator.check_not_fenced(ident))
+                        retrying(lambda: self._broker.coordinator.check_not_fenced(ident))
             full = []
             for p, part in split.items():
                 buf = self._buffers.setdefault((meta.topic_id, p), _Buffer())
@@ -537,7 +537,7 @@ class Producer:
         return results
 
     def _upload(self, staged: list[tuple[SegmentWrite, pa.Buffer]]) -> None:
-        store = self._broker._store
+        store = self._broker.store
         if len(staged) == 1:
             w, data = staged[0]
             retrying(lambda: store.put(w.object_key, data))
@@ -556,7 +556,7 @@ class Producer:
         for _attempt in range(RETRY_ATTEMPTS):
             try:
                 results = retrying(
-                    lambda: self._broker._coordinator.append(ident, self._txn_id, self._pending))
+                    lambda: self._broker.coordinator.append(ident, self._txn_id, self._pending))
             except UnknownProducerStateError:
                 # The broker forgot this producer's sequences (producer_id_expiration_ms).
                 # Nothing else is in flight, so restart the affected partitions at 0.

@@ -133,10 +133,10 @@ def connection_options(broker: Any) -> dict[str, str]:
     """The options that point a ``txn_topic`` read or write at ``broker``'s database and
     storage. They contain the database password: pass them to Spark, never print them."""
     opts = {
-        "database.url": broker._db.url.render_as_string(hide_password=False),
-        "storage.url": broker._store.url,
+        "database.url": broker.db.url.render_as_string(hide_password=False),
+        "storage.url": broker.store.url,
     }
-    endpoint = getattr(broker._store, "endpoint_url", None)
+    endpoint = getattr(broker.store, "endpoint_url", None)
     if endpoint:
         opts["s3.endpoint.url"] = endpoint
     return opts
