@@ -57,13 +57,12 @@ with DAG(
         from txn_broker_airflow.datagen import TRANSFER_REQUESTS
         from txn_broker_airflow.examples import pipeline_topics
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
-        from txn_broker_airflow.topics import ensure_topics
 
         topics = pipeline_topics(SPARK_APPS, ["transfers", "ledger_checks"])
         topics["transfer_requests"] = (topics["transfers"][0], TRANSFER_REQUESTS)
         hook = TxnBrokerHook()
         try:
-            return ensure_topics(hook.get_conn(), topics)
+            return hook.get_conn().ensure_topics(topics)
         finally:
             hook.close()
 

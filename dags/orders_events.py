@@ -63,13 +63,12 @@ with DAG(
         from txn_broker_airflow.examples import pipeline_topics
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
         from txn_broker_airflow.ids import transactional_id_for
-        from txn_broker_airflow.topics import ensure_topics
 
         events = run_events(context, committed_orders)
         hook = TxnBrokerHook()
         try:
             broker = hook.get_conn()
-            ensure_topics(broker, pipeline_topics(SPARK_APPS, [SOURCE, OUTPUT]))
+            broker.ensure_topics(pipeline_topics(SPARK_APPS, [SOURCE, OUTPUT]))
             return process_ranges(broker, transactional_id=transactional_id_for(context), events=events,
                                   output_topic=OUTPUT, transform=transform, key="order_id")
         finally:

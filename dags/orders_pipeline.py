@@ -58,11 +58,10 @@ with DAG(
         """Create the pipeline's topics if they do not exist (idempotent)."""
         from txn_broker_airflow.examples import pipeline_topics
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
-        from txn_broker_airflow.topics import ensure_topics
 
         hook = TxnBrokerHook()
         try:
-            return ensure_topics(hook.get_conn(), pipeline_topics(SPARK_APPS, TOPICS))
+            return hook.get_conn().ensure_topics(pipeline_topics(SPARK_APPS, TOPICS))
         finally:
             hook.close()
 
@@ -71,7 +70,7 @@ with DAG(
         """Write this run's order export (deterministic for the run id)."""
         from txn_broker_airflow.datagen import write_orders_csv
 
-        from txn_broker.config import broker_home
+        from txn_broker import broker_home
 
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id or "manual")
         path = broker_home() / "landing" / "orders" / f"orders_{safe}.csv"

@@ -3,7 +3,7 @@
 1. ``sweep``: ``TransactionTimeoutSensor`` aborts transactions past their timeout (fencing
    their producers first), rolls decided ones forward and expires idle transactional ids;
    it defers to the triggerer until no transaction past its timeout blocks readers.
-2. ``collect_garbage``: ``txn_broker.gc.collect_garbage`` purges the segments of aborted
+2. ``collect_garbage``: ``Broker.gc`` purges the segments of aborted
    transactions, applies the topics' retention, deletes queued objects whose delete delay
    has passed and orphan objects older than the grace period.
 3. ``report``: one line with what both did.
@@ -46,15 +46,12 @@ with DAG(
 
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
 
-        from txn_broker.gc import collect_garbage as gc
-
         log = logging.getLogger("txn_broker_maintenance.gc")
         params = params or {}
         hook = TxnBrokerHook()
         try:
-            broker = hook.get_conn()
-            report = gc(broker.db, broker.store, broker.settings, dry_run=bool(params.get("dry_run")),
-                        orphan_grace_ms=params.get("orphan_grace_ms"), progress=log.info)
+            report = hook.get_conn().gc(dry_run=bool(params.get("dry_run")),
+                                        orphan_grace_ms=params.get("orphan_grace_ms"), progress=log.info)
         finally:
             hook.close()
         result = report.to_dict()

@@ -229,7 +229,7 @@ def stop_spark() -> None:
 def warehouse_line() -> str:
     url = os.environ.get("TXN_BROKER_WAREHOUSE_URL")
     if url:
-        from txn_broker.database import mask_url
+        from txn_broker import mask_url
 
         kind = "PostgreSQL" if url.startswith("postgres") else "the database"
         return f"warehouse: loading into {kind} at {mask_url(url)} (TXN_BROKER_WAREHOUSE_URL)"

@@ -55,6 +55,6 @@ def run(spark: Any, stage: Any, **_: Any) -> None:
 
 
 if __name__ == "__main__":
-    from txn_broker.spark.app import main
+    from txn_broker.spark import app_main as main
 
     main(run, inputs=INPUTS, description=__doc__)

@@ -68,6 +68,6 @@ def run(spark: Any, stage: Any, fail_on_imbalance: bool = True, **_: Any) -> Non
 
 
 if __name__ == "__main__":
-    from txn_broker.spark.app import main
+    from txn_broker.spark import app_main as main
 
     main(run, inputs=INPUTS, description=__doc__)

@@ -64,18 +64,6 @@ TOPICS: dict[str, tuple[pa.Schema, int, str | None]] = {
 
 def ensure_topics(broker: Any, names: list[str] | tuple[str, ...]) -> None:
     """Create the pipeline topics among ``names`` that do not exist yet (idempotent, safe
-    when several stages start at once). An existing topic with another schema is an error."""
-    from txn_broker.errors import SchemaMismatchError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
-
-    for name in names:
-        schema, partitions, _key = TOPICS[name]
-        try:
-            existing = broker.topics.get(name, refresh=True).schema
-        except UnknownTopicOrPartitionError:
-            try:
-                broker.create_topic(name, partitions=partitions, schema=schema)
-                continue
-            except TopicAlreadyExistsError:
-                existing = broker.topics.get(name, refresh=True).schema
-        if not existing.equals(schema):
-            raise SchemaMismatchError(f"topic {name!r} exists with schema {existing}, the pipeline needs {schema}")
+    when several stages start at once). An existing topic with another schema or partition
+    count is an error (``Broker.ensure_topics``)."""
+    broker.ensure_topics({name: (TOPICS[name][1], TOPICS[name][0]) for name in names})

@@ -281,27 +281,27 @@ ORDER BY last_update_ms
 LIMIT :limit;
 
 -- list_transactional_ids --
--- The coordinator's rows with their current transaction's size
+-- The coordinator's rows with their current transaction's size, outcome and end
 SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.state, i.timeout_ms, i.txn_id,
-       i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms,
+       i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms, x.outcome, x.end_ms,
        (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = i.txn_id) AS partition_count,
        (SELECT CAST(COALESCE(SUM(tp.record_count), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS record_count,
        (SELECT CAST(COALESCE(SUM(tp.size_bytes), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS size_bytes
-FROM transactional_ids i
+FROM transactional_ids i LEFT JOIN transactions x ON x.txn_id = i.txn_id
 ORDER BY i.transactional_id;
 
 -- transactional_id_summary --
--- One coordinator row with its current transaction's size
+-- One coordinator row with its current transaction's size, outcome and end
 SELECT i.transactional_id, i.producer_id, i.producer_epoch, i.state, i.timeout_ms, i.txn_id,
-       i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms,
+       i.txn_start_ms, i.last_update_ms, {now_ms} AS now_ms, x.outcome, x.end_ms,
        (SELECT COUNT(*) FROM txn_partitions tp WHERE tp.txn_id = i.txn_id) AS partition_count,
        (SELECT CAST(COALESCE(SUM(tp.record_count), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS record_count,
        (SELECT CAST(COALESCE(SUM(tp.size_bytes), 0) AS BIGINT) FROM txn_partitions tp
         WHERE tp.txn_id = i.txn_id) AS size_bytes
-FROM transactional_ids i
+FROM transactional_ids i LEFT JOIN transactions x ON x.txn_id = i.txn_id
 WHERE i.transactional_id = :transactional_id;
 
 -- txn_partitions_of --
@@ -368,12 +368,6 @@ LIMIT :limit;
 -- segment_by_object_key --
 -- Whether an upload whose registration had no answer was registered after all
 SELECT base_offset, record_count, base_sequence FROM segments WHERE object_key = :object_key;
-
--- ui_current_outcomes --
--- Area: the Airflow UI (plugins/txn_broker_airflow/ui), monitoring reads only.
--- The outcome and end time of every transactional id's current (or last) transaction
-SELECT i.transactional_id, x.outcome, x.end_ms
-FROM transactional_ids i JOIN transactions x ON x.txn_id = i.txn_id;
 
 -- partitions_page --
 -- Area: garbage collection and fsck (txn_broker/gc.py, orphans.py, fsck.py), to the end of this group.

@@ -25,10 +25,65 @@ What is promised, and what each error means: ``docs/semantics.md``.
 from __future__ import annotations
 
 from . import errors
-from .broker import Broker, connect
-from .config import Settings
-from .log.partition import READ_COMMITTED, READ_UNCOMMITTED
-from .models import TopicPartition
+from .broker import Broker, Progress, connect, upgrade_schema
+from .config import Settings, broker_home, resolve_database_url, resolve_storage_url
+from .consumer import Consumer
+from .coordinator import SweepAction
+from .fsck import FsckReport
+from .gc import GcReport
+from .log.batches import key_partitions
+from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
+from .log.types import AppendResult
+from .models import (
+    GroupDescription,
+    GroupPartition,
+    HangingTransaction,
+    PartitionInfo,
+    SchemaUpgrade,
+    StateChange,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+    TransactionSummary,
+    TxnPartition,
+)
+from .names import validate_id, validate_topic_name
+from .producer import Producer
+from .record_files import BINARY_ENCODINGS, guess_format, read_records
+from .record_files import FORMATS as RECORD_FORMATS
+from .record_files import Source as RecordSource
+from .record_files import open_source as open_records
+from .redaction import mask_url, redact, strip_userinfo, url_secrets
+from .states import (
+    IDLE_STATES,
+    OPEN_STATES,
+    PREPARED_STATES,
+    TxnState,
+    is_hanging,
+    is_open,
+    open_age_ms,
+    state_sets,
+)
 
-__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "Broker", "Settings", "TopicPartition", "connect", "errors"]
+#: the public API (docs/api.md); every other module of txn_broker is internal
+__all__ = [
+    # connecting, and the schema
+    "Broker", "Progress", "Settings", "broker_home", "connect", "resolve_database_url",
+    "resolve_storage_url", "upgrade_schema",
+    # clients
+    "ISOLATION_LEVELS", "READ_COMMITTED", "READ_UNCOMMITTED", "Consumer", "Producer", "key_partitions",
+    # records from files (JSON Lines, CSV, Parquet) into a topic's schema
+    "BINARY_ENCODINGS", "RECORD_FORMATS", "RecordSource", "guess_format", "open_records", "read_records",
+    # what the broker returns
+    "AppendResult", "FsckReport", "GcReport", "GroupDescription", "GroupPartition", "HangingTransaction",
+    "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription", "TopicPartition",
+    "TransactionDescription", "TransactionSummary", "TxnPartition",
+    # transaction states
+    "IDLE_STATES", "OPEN_STATES", "PREPARED_STATES", "TxnState", "is_hanging", "is_open", "open_age_ms",
+    "state_sets",
+    # names and secrets
+    "mask_url", "redact", "strip_userinfo", "url_secrets", "validate_id", "validate_topic_name",
+    # errors (txn_broker.errors)
+    "errors",
+]
 __version__ = "0.1.0"

@@ -1,10 +1,15 @@
 """The Broker: one handle on the metadata database and the object store, from which
-topics are managed, producers and consumers made, and the coordinator administered."""
+topics are managed, producers and consumers made, and the coordinator administered.
+
+The Broker is the public admin surface (docs/api.md): the CLI, the Airflow plugins, the
+DAGs and the Spark apps call its methods, never its database, store, topic cache or
+coordinator directly."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -12,11 +17,13 @@ import pyarrow as pa
 from .config import Settings, resolve_database_url, resolve_storage_url
 from .consumer import Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
-from .database import Database, Tx, mask_url
+from .database import Database, Tx
 from .errors import (
-    InvalidTxnStateError,
-    OffsetOutOfRangeError,
+    InvalidConfigError,
+    InvalidInputError,
+    SchemaMismatchError,
     StorageUnavailableError,
+    TopicAlreadyExistsError,
     UnknownGroupError,
     UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
@@ -25,11 +32,12 @@ from .fsck import FsckReport, check
 from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
 from .log.appends import segment_registered
 from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
-from .migrations import require_current, upgrade_db
+from .migrations import pending, require_current, upgrade_db
 from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    SchemaUpgrade,
     StateChange,
     TopicDescription,
     TopicPartition,
@@ -39,9 +47,13 @@ from .models import (
 )
 from .names import validate_id, validate_partition
 from .producer import Producer
+from .redaction import mask_url, strip_userinfo
 from .states import TxnState
 from .storage import ObjectStore, open_store
 from .topics import TopicMeta, Topics
+
+#: a callback that receives one line of progress at a time (e.g. to show on a terminal)
+Progress = Callable[[str], None]
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +78,6 @@ def connect(database_url: str | None = None, storage_url: str | None = None, *,
     try:
         if db.dialect == "sqlite":
             if embedded or db_url.startswith("sqlite:///"):
-                from pathlib import Path
-
                 path = db.url.database
                 if path and path != ":memory:":
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +90,24 @@ def connect(database_url: str | None = None, storage_url: str | None = None, *,
     return Broker(db, store, parsed)
 
 
+def upgrade_schema(database_url: str | None = None) -> SchemaUpgrade:
+    """Bring the metadata database at ``database_url`` (default: as :func:`connect`) to the
+    schema this code expects; run it as the schema's owner role. Creates the directory of
+    an SQLite file. Returns what was applied (nothing when the schema was current)."""
+    from . import sql as sql_files  # type: ignore[attr-defined]
+
+    url, _embedded = resolve_database_url(database_url)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    db = Database(url)
+    try:
+        applied = upgrade_db(db)
+    finally:
+        db.dispose()
+    versions = [v for v, _ in sql_files.migrations()]
+    return SchemaUpgrade(database=mask_url(url), applied=applied, current_version=versions[-1])
+
+
 class Broker:
     def __init__(self, db: Database, store: ObjectStore, settings: Settings) -> None:
         self.db = db
@@ -89,7 +117,46 @@ class Broker:
         self.coordinator = Coordinator(db, settings)
 
     def __repr__(self) -> str:
-        return f"Broker(database={mask_url(self.db.url)!r}, storage={self.store.url!r})"
+        return f"Broker(database={self.database_location!r}, storage={self.storage_location!r})"
+
+    # -- where it lives, and its clock ---------------------------------------------------
+
+    @property
+    def database_location(self) -> str:
+        """The metadata database's URL with its password masked: safe to log and show."""
+        return mask_url(self.db.url)
+
+    @property
+    def storage_location(self) -> str:
+        """The object store's URL without any user info: safe to log and show."""
+        return strip_userinfo(self.store.url)
+
+    def now_ms(self) -> int:
+        """The database's clock (ms since the epoch): the only clock the coordinator trusts,
+        so ages computed against it never depend on the caller's machine."""
+        return int(self.db.read(lambda tx: tx.scalar("now_ms")))
+
+    def check_storage(self) -> None:
+        """List the object store once (StorageUnavailableError if it cannot be reached)."""
+        next(iter(self.store.list("topics/")), None)
+
+    def privileged_role_warning(self) -> str | None:
+        """Advice when the database is reached as the schema's owner or a superuser instead
+        of a login of the least-privilege client role (``sql/roles.sql``); None otherwise.
+        Names roles, never a password."""
+        from .roles import privileged_role_warning
+
+        return privileged_role_warning(self.db)
+
+    # -- the schema ----------------------------------------------------------------------
+
+    def pending_migrations(self) -> list[str]:
+        """Schema migrations this code expects that the database has not applied."""
+        return pending(self.db)
+
+    def upgrade_schema(self) -> list[str]:
+        """Apply pending schema migrations (as the owner role); returns the versions applied."""
+        return upgrade_db(self.db)
 
     # -- topics --------------------------------------------------------------------------
 
@@ -101,6 +168,33 @@ class Broker:
         SchemaMismatchError, InvalidConfigError."""
         self.topics.create(name, partitions, schema, config)
         return self.describe_topic(name)
+
+    def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]],
+                      config: dict[str, Any] | None = None) -> dict[str, str]:
+        """Create each ``name: (partitions, schema)`` that does not exist yet (``config`` for
+        the new ones). An existing topic must have the same partition count
+        (InvalidConfigError) and, when a schema is given, the same schema
+        (SchemaMismatchError). Safe to run concurrently and repeatedly: the set-up step of
+        every pipeline. Returns ``{name: "created" | "exists"}``."""
+        done: dict[str, str] = {}
+        existing = set(self.list_topics())
+        for name, (partitions, schema) in topics.items():
+            if name not in existing:
+                try:
+                    self.create_topic(name, partitions=partitions, schema=schema, config=config)
+                    done[name] = "created"
+                    continue
+                except TopicAlreadyExistsError:
+                    pass  # created concurrently: check it like any existing one
+            described = self.describe_topic(name)
+            if len(described.partitions) != partitions:
+                raise InvalidConfigError(
+                    f"topic {name!r} exists with {len(described.partitions)} partitions, expected {partitions}")
+            if schema is not None and not described.schema.equals(schema.remove_metadata()):
+                raise SchemaMismatchError(
+                    f"topic {name!r} exists with schema {described.schema}, expected {schema}")
+            done[name] = "exists"
+        return done
 
     def list_topics(self) -> list[str]:
         return self.topics.names()
@@ -156,13 +250,15 @@ class Broker:
 
     # -- clients -------------------------------------------------------------------------
 
-    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> Any:
-        """An idempotent producer, or a transactional one when ``transactional_id`` is set."""
-        return Producer(self.coordinator, self.topics, self.db, self.store, self.settings, transactional_id,
-                        transaction_timeout_ms)
+    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+                 ) -> Producer:
+        """An idempotent producer, or a transactional one when ``transactional_id`` is set.
+        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``."""
+        timeout = self.settings.transaction_timeout_ms if transaction_timeout_ms is None else transaction_timeout_ms
+        return Producer(self.coordinator, self.topics, self.db, self.store, self.settings, transactional_id, timeout)
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
-                 auto_offset_reset: str = "earliest") -> Any:
+                 auto_offset_reset: str = "earliest") -> Consumer:
         return Consumer(self.db, self.store, self.topics, group_id, isolation_level, auto_offset_reset)
 
     # -- consumer groups -----------------------------------------------------------------
@@ -206,6 +302,8 @@ class Broker:
         return self.coordinator.admin_abort(transactional_id)
 
     def list_transactions(self, states: Iterable[str] | None = None) -> list[TransactionSummary]:
+        """Every transactional id (in ``states`` only, when given) with its current (or last)
+        transaction: size, outcome, end, age. InvalidInputError for an unknown state."""
         wanted = None
         if states is not None:
             if isinstance(states, str):
@@ -213,7 +311,7 @@ class Broker:
             try:
                 wanted = {TxnState(s).value for s in states}
             except ValueError:
-                raise InvalidTxnStateError(
+                raise InvalidInputError(
                     f"unknown state in {list(states)}; states: {[s.value for s in TxnState]}") from None
         rows = self.db.read(lambda tx: tx.all("list_transactional_ids"))
         return [TransactionSummary(**r._mapping) for r in rows if wanted is None or r.state in wanted]
@@ -256,7 +354,7 @@ class Broker:
         """Open transactions older than ``older_than_ms`` (default: their own timeout)
         that hold back some partition's last stable offset."""
         if older_than_ms is not None and (not isinstance(older_than_ms, int) or older_than_ms < 0):
-            raise OffsetOutOfRangeError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
+            raise InvalidInputError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
         rows = self.db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
         by_id: dict[str, HangingTransaction] = {}
         for r in rows:
@@ -277,15 +375,20 @@ class Broker:
     # -- maintenance ---------------------------------------------------------------------
 
     def gc(self, *, dry_run: bool = False, orphan_grace_ms: int | None = None,
-           delete_delay_ms: int | None = None) -> GcReport:
-        """Garbage collection: :func:`txn_broker.gc.collect_garbage` (returns a GcReport)."""
+           delete_delay_ms: int | None = None, progress: Progress | None = None) -> GcReport:
+        """Garbage collection (docs/cli.md, ``txn-broker gc``): purge the segments of aborted
+        transactions, apply retention, delete queued objects older than ``delete_delay_ms``
+        (default 60 s) and unregistered objects older than ``orphan_grace_ms`` (default
+        max(24 h, max_transaction_timeout_ms)). ``dry_run``: report, change nothing.
+        ``progress`` receives a line per step. Returns a GcReport."""
         return collect_garbage(self.db, self.store, self.settings, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
                                delete_delay_ms=DEFAULT_DELETE_DELAY_MS if delete_delay_ms is None
-                               else delete_delay_ms)
+                               else delete_delay_ms, progress=progress)
 
-    def fsck(self) -> FsckReport:
-        """Check metadata against storage: :func:`txn_broker.fsck.check` (returns an FsckReport)."""
-        return check(self.db, self.store, self.settings)
+    def fsck(self, *, progress: Progress | None = None) -> FsckReport:
+        """Check the metadata against the object store (``txn-broker fsck``); ``progress``
+        receives a line per step. Returns an FsckReport (``ok``, problems, warnings)."""
+        return check(self.db, self.store, self.settings, progress=progress)
 
     def close(self) -> None:
         self.db.dispose()

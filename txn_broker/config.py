@@ -19,7 +19,8 @@ DAY_MS = 24 * 3600 * 1000
 
 
 #: settings for which 0 makes no sense (no threads, no connections, no bytes)
-_POSITIVE = ("max_transaction_timeout_ms", "segment_bytes", "max_message_bytes", "upload_threads", "pool_size")
+_POSITIVE = ("max_transaction_timeout_ms", "transaction_timeout_ms", "stage_transaction_timeout_ms",
+             "segment_bytes", "max_message_bytes", "upload_threads", "pool_size")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class Settings:
 
     #: the largest ``transaction_timeout_ms`` a producer may ask for
     max_transaction_timeout_ms: int = 900_000
+    #: a producer's ``transaction_timeout_ms`` when it gives none (the one default; every
+    #: signature takes None to mean this)
+    transaction_timeout_ms: int = 60_000
+    #: the transaction timeout of a Spark stage (a driver reading and writing whole topics)
+    #: when it gives none
+    stage_transaction_timeout_ms: int = 600_000
     #: an idle transactional id is removed this long after its last transaction ended
     transactional_id_expiration_ms: int = 7 * DAY_MS
     #: the sequence state of an idle producer id may be dropped after this long

@@ -41,6 +41,7 @@ from sqlalchemy.engine import Connection, Engine, Row
 
 from . import sql as sql_files  # type: ignore[attr-defined]  # sql/ installed as txn_broker.sql
 from .errors import DatabasePermissionError, DatabaseUnavailableError, TxnBrokerError
+from .redaction import mask_url
 from .retry import DEFAULT_RETRY_BUDGET_MS, retrying
 
 log = logging.getLogger(__name__)
@@ -70,14 +71,6 @@ _BIND = re.compile(r"(?<![:\w\x5c]):(\w+)(?!:)")
 # the whole unit of work again is safe: deadlocks, serialisation failures, a busy SQLite.
 _ROLLED_BACK_SQLSTATES = {"40001", "40P01", "55P03"}
 _INSUFFICIENT_PRIVILEGE = "42501"
-
-
-def mask_url(url: str | sa.URL) -> str:
-    """The URL with its password replaced by ``***``, safe for logs and messages."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL may still contain a secret: show nothing of it
-        return "<unparsable database URL>"
 
 
 class Queries:

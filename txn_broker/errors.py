@@ -130,20 +130,9 @@ class OutOfOrderSequenceError(TxnBrokerError):
     fatal = True
 
 
-class DuplicateSequenceError(TxnBrokerError):
-    """The batch was already stored; the client treats this as success."""
-
-
-class TransactionTimedOutError(TxnBrokerError):
-    """The coordinator aborted this transaction because it exceeded its timeout."""
-
-    abortable = True
-
-
-class TransactionAbortedError(TxnBrokerError):
-    """The transaction was aborted; re-init and redo the work."""
-
-    abortable = True
+class UnknownProducerStateError(OutOfOrderSequenceError):
+    """The broker holds no sequence state for this producer and partition (it expired);
+    a producer with nothing in flight may restart that partition at sequence 0."""
 
 
 class ConcurrentTransactionsError(TxnBrokerError):
@@ -170,12 +159,6 @@ class DatabasePermissionError(TxnBrokerError):
 
 class StorageUnavailableError(TxnBrokerError):
     """Object storage cannot be reached or keeps failing; retry with backoff."""
-
-    retriable = True
-
-
-class CoordinatorNotAvailableError(TxnBrokerError):
-    """The coordinator state could not be read or locked; retry with backoff."""
 
     retriable = True
 

@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from .states import is_hanging, open_age_ms
+
 
 class TopicPartition(NamedTuple):
     topic: str
@@ -78,18 +80,20 @@ class TransactionSummary:
     record_count: int
     size_bytes: int
     now_ms: int
+    #: the current (or last) transaction's outcome, ``COMMIT`` or ``ABORT`` (None while open
+    #: or before the first transaction) and when it ended, by the database clock
+    outcome: str | None = None
+    end_ms: int | None = None
 
     @property
     def age_ms(self) -> int | None:
         """How long the open transaction has run (None when none is open)."""
-        if self.state in ("Empty", "CompleteCommit", "CompleteAbort", "Dead") or not self.txn_start_ms:
-            return None
-        return self.now_ms - self.txn_start_ms
+        return open_age_ms(self.state, self.txn_start_ms, self.now_ms)
 
     @property
     def is_hanging(self) -> bool:
-        age = self.age_ms
-        return age is not None and age > self.timeout_ms
+        """``Ongoing`` for longer than its own timeout (:func:`txn_broker.states.is_hanging`)."""
+        return is_hanging(self.state, self.txn_start_ms, self.timeout_ms, self.now_ms)
 
 
 @dataclass(frozen=True)
@@ -144,3 +148,13 @@ class HangingTransaction:
     age_ms: int
     partitions: list[TopicPartition]
     first_offsets: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class SchemaUpgrade:
+    """What :func:`txn_broker.upgrade_schema` did: the database (password masked), the
+    migrations it applied (none when the schema was current) and the current version."""
+
+    database: str
+    applied: list[str]
+    current_version: str

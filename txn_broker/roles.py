@@ -16,7 +16,6 @@ from .database import Database, Tx
 from .errors import InvalidConfigError, InvalidNameError
 
 OWNER, CLIENT, MONITOR = "txn_broker_owner", "txn_broker_client", "txn_broker_monitor"
-ROLES = (OWNER, CLIENT, MONITOR)
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
 
 # Literal statements: every value is bound, and quoted by the server (format %I / %L).

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetWatcher
 
-from txn_broker.names import validate_topic_name
+from txn_broker import validate_topic_name
 
 from .hooks.txn_broker import DEFAULT_CONN_ID
 from .provider_info import ASSET_SCHEME
@@ -56,10 +56,6 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
         raise ValueError(f"a {SCHEME} URI takes no query: {uri.geturl()!r}")
     validate_topic_name(topic)
     return uri
-
-
-def topic_assets(topics: list[str] | tuple[str, ...], txn_broker_conn_id: str = DEFAULT_CONN_ID) -> list[Asset]:
-    return [topic_asset(t, txn_broker_conn_id) for t in topics]
 
 
 def committed_records_asset(topics: list[str] | tuple[str, ...], group_id: str,

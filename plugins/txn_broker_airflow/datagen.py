@@ -167,7 +167,7 @@ def write_orders_csv(path: str | Path, rows: int = 1000, seed: object = 0, day: 
 
 def accounts_by_partition(accounts: Sequence[str], partitions: int) -> dict[int, list[str]]:
     """The accounts of each partition of a topic keyed by account (the broker's key hash)."""
-    from txn_broker.log.batches import key_partitions
+    from txn_broker import key_partitions
 
     parts = key_partitions(pa.array(list(accounts), pa.string()), partitions)
     out: dict[int, list[str]] = {}

@@ -215,7 +215,7 @@ def run_events(context: Mapping[str, Any], asset: Any = None) -> list[dict[str, 
 
 def process_ranges(broker: Broker, *, transactional_id: str, events: list[Mapping[str, Any]],
                    output_topic: str, transform: Transform, key: str | None = None,
-                   transaction_timeout_ms: int = 600_000,
+                   transaction_timeout_ms: int | None = None,
                    on_init: Callable[[int | None], None] | None = None) -> dict[str, Any]:
     """Process the committed records the ``events`` announced, exactly once (see the module
     docstring): fence, read the group's committed offsets, read ``[committed, end)`` per
@@ -227,6 +227,8 @@ def process_ranges(broker: Broker, *, transactional_id: str, events: list[Mappin
         return {"transactional_id": transactional_id, "outcome": "no event", "event_ids": [],
                 "records_in": 0, "records_out": 0}
     group_id, merged, ids = merge_events(events)
+    if transaction_timeout_ms is None:  # a stage: the broker's stage default
+        transaction_timeout_ms = broker.settings.stage_transaction_timeout_ms
     producer = broker.producer(transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms)
     summary: dict[str, Any] = {"transactional_id": transactional_id, "group_id": group_id, "event_ids": ids,
                                "announced": [asdict(r) for r in sorted(merged.values())]}

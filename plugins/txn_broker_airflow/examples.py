@@ -35,7 +35,7 @@ def pipeline_module(spark_apps: str | Path) -> ModuleType:
 
 def pipeline_topics(spark_apps: str | Path, names: Iterable[str]) -> dict[str, tuple[int, pa.Schema]]:
     """``{topic: (partitions, schema)}`` of the named pipeline topics, for
-    :func:`txn_broker_airflow.topics.ensure_topics`."""
+    :meth:`txn_broker.Broker.ensure_topics`."""
     topics = pipeline_module(spark_apps).TOPICS
     return {name: (topics[name][1], topics[name][0]) for name in names}
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import logging
 
+from txn_broker import is_open
 from txn_broker.errors import InvalidTxnStateError, UnknownTransactionalIdError
 
 from .hooks.txn_broker import TxnBrokerHook
 
 log = logging.getLogger(__name__)
-
-OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
-
 
 def abort_open_transaction(transactional_id: str, txn_broker_conn_id: str, *,
                            producer_epoch: int | None = None) -> str | None:
@@ -38,7 +36,7 @@ def abort_open_transaction(transactional_id: str, txn_broker_conn_id: str, *,
         broker = hook.get_conn()
         if producer_epoch is not None:
             current = broker.describe_transaction(transactional_id, history_limit=1)
-            if current.state not in OPEN_STATES:
+            if not is_open(current.state):
                 return None
             if current.producer_epoch != producer_epoch:
                 log.info("transactional id %s is held by epoch %s, not this try's %s: left alone",

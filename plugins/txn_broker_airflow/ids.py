@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from txn_broker.names import validate_id
+from txn_broker import validate_id
 
 MAX_ID_LENGTH = 249
 

@@ -1,5 +1,7 @@
 """Reading ingest sources (CSV, JSON lines, Parquet, or a callable's output) as Arrow
-tables of exactly a topic's schema, and fingerprinting them for exactly-once ingest."""
+tables of exactly a topic's schema, and fingerprinting them for exactly-once ingest.
+Files are read by the broker's one reader (``txn_broker.read_records``), the same as
+``txn-broker produce``."""
 
 from __future__ import annotations
 
@@ -12,14 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from txn_broker import RECORD_FORMATS, guess_format, read_records
+
 from .errors import CallableResultError, SourceNotFoundError, UnsupportedFormatError
 
-FORMATS = ("csv", "jsonl", "parquet")
-_SUFFIXES = {
-    ".csv": "csv", ".tsv": "csv",
-    ".json": "jsonl", ".jsonl": "jsonl", ".ndjson": "jsonl",
-    ".parquet": "parquet", ".pq": "parquet",
-}
+FORMATS = RECORD_FORMATS
 
 
 def resolve_sources(source: str | Iterable[str]) -> list[Path]:
@@ -37,45 +36,25 @@ def resolve_sources(source: str | Iterable[str]) -> list[Path]:
 
 
 def detect_format(path: Path, fmt: str | None = None) -> str:
-    """``fmt`` if given, else from the file suffix (``.gz`` ignored)."""
+    """``fmt`` if given, else from the file suffix (``.gz`` ignored), as the broker's one
+    reader of record files (``txn_broker.guess_format``) sees it."""
     if fmt:
         if fmt not in FORMATS:
             raise UnsupportedFormatError(f"format {fmt!r} is not one of {FORMATS}")
         return fmt
-    suffixes = [s for s in path.suffixes if s != ".gz"]
-    if suffixes and suffixes[-1].lower() in _SUFFIXES:
-        return _SUFFIXES[suffixes[-1].lower()]
-    raise UnsupportedFormatError(f"cannot infer the format of {path.name}; pass format= one of {FORMATS}")
+    found = guess_format(str(path))
+    if found is None:
+        raise UnsupportedFormatError(f"cannot infer the format of {path.name}; pass format= one of {FORMATS}")
+    return found
 
 
 def read_file(path: Path, fmt: str, schema: pa.Schema) -> pa.Table:
-    """``path`` as a table with exactly ``schema``'s columns, in order, cast to its types.
-    Raises pyarrow errors for malformed files (the task fails; nothing is written)."""
-    if fmt == "csv":
-        from pyarrow import csv
-
-        delimiter = "\t" if ".tsv" in path.suffixes else ","
-        table = csv.read_csv(
-            path,
-            parse_options=csv.ParseOptions(delimiter=delimiter),
-            convert_options=csv.ConvertOptions(
-                column_types={f.name: f.type for f in schema}, include_columns=schema.names,
-                include_missing_columns=True,
-                # CSV cannot tell an empty string from a missing value: an empty cell is
-                # null, in string columns too ("" quoted stays an empty string)
-                strings_can_be_null=True, quoted_strings_can_be_null=False,
-            ),
-        )
-    elif fmt == "jsonl":
-        from pyarrow import json
-
-        table = json.read_json(path, parse_options=json.ParseOptions(explicit_schema=schema,
-                                                                     unexpected_field_behavior="ignore"))
-    else:
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-    return conform(table, schema)
+    """``path`` as a table of exactly ``schema``, read by the broker's one reader of record
+    files (the same as ``txn-broker produce``): a column the topic does not have is an error
+    (SchemaMismatchError), a missing one is null, an empty CSV cell is null (a quoted ``""``
+    stays an empty string). Raises SchemaMismatchError or InvalidInputError (the task fails;
+    nothing is written)."""
+    return read_records(path, schema, fmt)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -20,11 +20,12 @@ import dataclasses
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from txn_broker.spark import spark_session
 
 from .errors import StageDefinitionError
 from .loading import import_callable, load_file_module
@@ -38,14 +39,6 @@ log = logging.getLogger(__name__)
 
 SUMMARY_PREFIX = "TXN_BROKER_STAGE_SUMMARY "
 SPARK_APPS_ENV = "TXN_BROKER_SPARK_APPS"
-SPARK_MASTER_ENV = "TXN_BROKER_SPARK_MASTER"
-DEFAULT_MASTER = "local[2]"
-
-#: defaults for an in-task SparkSession (small batches between stages); spark_conf overrides
-DEFAULT_SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "4",
-    "spark.ui.showConsoleProgress": "false",
-}
 
 
 @dataclass(frozen=True)
@@ -58,7 +51,8 @@ class StageSpec:
     inputs: list[str]
     outputs: list[str] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
-    transaction_timeout_ms: int = 600_000
+    #: None: the broker's ``stage_transaction_timeout_ms``
+    transaction_timeout_ms: int | None = None
 
 
 def resolve_application(application: str) -> Callable[..., Any]:
@@ -104,7 +98,7 @@ def run_stage(spark: SparkSession, broker: Broker, spec: StageSpec,
     with the producer epoch once the transaction is initialised (before the stage runs).
     Raises what the stage or the broker raised, after the transaction was aborted (or,
     when a newer instance fenced this one, left to that instance)."""
-    from txn_broker.spark.stage import txn_stage
+    from txn_broker.spark import txn_stage
 
     func = resolve_application(spec.application)
     with txn_stage(spark, broker, transactional_id=spec.transactional_id, group_id=spec.group_id,
@@ -120,25 +114,6 @@ def run_stage(spark: SparkSession, broker: Broker, spec: StageSpec,
     return summary
 
 
-def spark_session(app_name: str, master: str | None = None, conf: dict[str, Any] | None = None,
-                  ) -> tuple[SparkSession, bool]:
-    """The active SparkSession, or a new one (master: ``master``, else
-    ``$TXN_BROKER_SPARK_MASTER``, else ``local[2]``). Returns (session, created)."""
-    # Spark's Python workers run `python3` from PATH unless told otherwise: use this
-    # task's interpreter, which has txn_broker and the stage's dependencies
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get(SPARK_MASTER_ENV) or DEFAULT_MASTER)
-    for key, value in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
-        builder = builder.config(key, str(value))
-    return builder.getOrCreate(), True
-
-
 def main(argv: list[str] | None = None) -> None:
     """The spark-submit driver (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -148,17 +123,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inputs", required=True, help="JSON list of topics")
     parser.add_argument("--outputs", default="[]", help="JSON list of topics")
     parser.add_argument("--kwargs", default="{}", help="JSON object passed to the stage")
-    parser.add_argument("--transaction-timeout-ms", type=int, default=600_000)
+    parser.add_argument("--transaction-timeout-ms", type=int, default=None)
     parser.add_argument("--summary-file", default=None)
     args = parser.parse_args(argv)
     spec = StageSpec(args.application, args.transactional_id, args.group_id, json.loads(args.inputs),
                      json.loads(args.outputs), json.loads(args.kwargs), args.transaction_timeout_ms)
 
-    from pyspark.sql import SparkSession
-
     import txn_broker
 
-    spark = SparkSession.builder.appName(spec.transactional_id).getOrCreate()
+    spark, _created = spark_session(spec.transactional_id)
     broker = txn_broker.connect()
     try:
         summary = run_stage(spark, broker, spec)

@@ -8,9 +8,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from txn_broker import Broker, TopicPartition
 
-OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
-
-
 def _partitions(broker: Broker, topics: list[str]) -> list[TopicPartition]:
     from txn_broker import TopicPartition
 

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import sqlalchemy as sa
 
-from txn_broker.database import mask_url
+from txn_broker import mask_url
 
 from .errors import SinkOffsetConflictError, WarehouseTypeError
 
@@ -56,7 +56,7 @@ def resolve_target(postgres_conn_id: str | None, warehouse_url: str | None) -> T
     url_text = warehouse_url or os.environ.get(WAREHOUSE_URL_ENV)
     if url_text:
         return Target(sa.create_engine(url_text, pool_pre_ping=True), mask_url(url_text), False)
-    from txn_broker.config import broker_home
+    from txn_broker import broker_home
 
     path = broker_home() / "warehouse.db"
     Path(path).parent.mkdir(parents=True, exist_ok=True)

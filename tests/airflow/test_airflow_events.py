@@ -40,9 +40,8 @@ def orders(first: int, n: int) -> pa.Table:
 def setup_topics(broker: Any) -> None:
     from airflow_harness import REPO
     from txn_broker_airflow.examples import pipeline_topics
-    from txn_broker_airflow.topics import ensure_topics
 
-    ensure_topics(broker, pipeline_topics(REPO / "spark_apps", [SOURCE, OUTPUT]))
+    broker.ensure_topics(pipeline_topics(REPO / "spark_apps", [SOURCE, OUTPUT]))
 
 
 def produce(broker: Any, tid: str, table: pa.Table, outcome: str = "commit", partition: int | None = None) -> Any:

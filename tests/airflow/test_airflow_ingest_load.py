@@ -18,8 +18,9 @@ ROWS = [("o1", 10.5, "2024-01-01"), ("o2", 3.0, "2024-01-01"), ("o3", 7.25, "202
 
 
 def write_csv(path: Path, rows: list[tuple[str, float, str]]) -> Path:
-    # an extra column the topic does not have: dropped by the operator
-    lines = ["order_id,amount,day,comment"] + [f"{o},{a},{d},x" for o, a, d in rows]
+    # exactly the topic's columns: a column the topic does not have fails the task (the
+    # one reader's rule, tests/unit/test_record_files.py)
+    lines = ["order_id,amount,day"] + [f"{o},{a},{d}" for o, a, d in rows]
     path.write_text("\n".join(lines) + "\n")
     return path
 

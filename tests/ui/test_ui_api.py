@@ -169,6 +169,10 @@ def test_transactions_list_rows_and_filters(admin: Client, ui_data: Seeded) -> N
     assert set(_rows(admin.json("/api/transactions?hanging=true"))) == {HANGING}
     assert admin.get("/api/transactions?state=Finished").status_code == 400
 
+    from txn_broker import state_sets
+
+    assert admin.json("/api/states") == state_sets()  # the page's state filter and "open" come from here
+
 
 def test_transaction_detail(admin: Client, viewer: Client, ui_data: Seeded) -> None:
     detail = admin.json(f"/api/transactions/{quote(COMMITTED)}")

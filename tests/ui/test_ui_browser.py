@@ -135,6 +135,14 @@ def test_transactions_page_in_the_airflow_ui(page, ui_server: AirflowUIServer, u
         expect(_row(frame, ONGOING)).to_be_visible()
         frame.locator("#filter-clear").click()
         expect(_row(frame, COMMITTED)).to_be_visible()
+        # the state filter offers the states the API serves (GET /states), not a list of its own
+        expect(frame.locator("#filter-state option[value='PrepareEpochFence']")).to_have_count(1)
+        expect(frame.locator("#filter-state option[value='Dead']")).to_have_count(0)
+        frame.locator("#filter-state").select_option("open")
+        expect(_row(frame, ONGOING)).to_be_visible()
+        expect(_row(frame, COMMITTED)).to_have_count(0)
+        frame.locator("#filter-clear").click()
+        expect(_row(frame, COMMITTED)).to_be_visible()
 
         # a topic: its last stable offset is held back by the open transactions, and moves
         # on its own (auto-refresh) when one of them commits

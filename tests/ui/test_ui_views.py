@@ -10,9 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from txn_broker_airflow.ui import views
-from txn_broker_airflow.ui.broker_source import strip_userinfo
 
-from txn_broker import TopicPartition
+from txn_broker import TopicPartition, strip_userinfo
 
 pytestmark = pytest.mark.ui
 

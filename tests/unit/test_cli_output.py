@@ -9,7 +9,7 @@ import io
 
 import pyarrow as pa
 
-from txn_broker.cli.common import redact, url_secrets
+from txn_broker import redact, url_secrets
 from txn_broker.cli.output import Output, human_bytes, human_duration, iso_ms, render_table
 from txn_broker.cli.records_io import json_rows, json_value
 
@@ -74,7 +74,7 @@ def test_redaction():
 
 
 def _read_jsonl(text, schema, binary_encoding="base64"):
-    from txn_broker.cli.records_io import Source
+    from txn_broker import RecordSource as Source
 
     source = Source("in.jsonl", "jsonl", schema, io.BytesIO(text.encode()), None, None, binary_encoding)
     return pa.concat_tables(table for table, _ in source.chunks())

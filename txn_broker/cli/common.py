@@ -5,42 +5,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
-from ..config import resolve_database_url
-from ..database import mask_url
+from .. import mask_url, resolve_database_url, url_secrets
 from .output import Output
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)@")
+    from .. import Broker
 
 
 class UsageError(Exception):
     """The command line itself is wrong (exit code 2, like argparse's own errors)."""
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` without any of ``secrets`` and without the password of any URL in it."""
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return _USERINFO.sub(lambda m: f"{m['head']}***@", text)
-
-
-def url_secrets(url: str | None) -> list[str]:
-    """What must never be printed of a database URL: its password (and the URL itself
-    when it cannot be parsed, since it may hold a password we cannot find)."""
-    if not url:
-        return []
-    import sqlalchemy as sa
-
-    try:
-        password = sa.make_url(url).password
-    except Exception:  # an unparsable URL: hide all of it
-        return [url]
-    return [str(password)] if password else []
 
 
 class Context:

@@ -13,9 +13,9 @@ import argparse
 import json
 from typing import Any
 
-from ..log.partition import ISOLATION_LEVELS, READ_COMMITTED
+from .. import BINARY_ENCODINGS, ISOLATION_LEVELS, READ_COMMITTED
 from .common import Context, UsageError, positive_int
-from .records_io import BINARY_ENCODINGS, json_rows
+from .records_io import json_rows
 
 POLL_RECORDS = 1000
 OUTPUT_FORMATS = ("jsonl", "table")

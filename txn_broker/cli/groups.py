@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .. import GroupDescription, TopicPartition
 from ..errors import OffsetOutOfRangeError
-from ..models import GroupDescription, TopicPartition
 from .common import Context, non_negative_int
 from .output import iso_ms
 

@@ -14,9 +14,10 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from .. import redact
 from ..errors import InvalidInputError, TxnBrokerError
 from . import consume, groups, maintenance, produce, serve, topics, transactions
-from .common import Context, UsageError, redact
+from .common import Context, UsageError
 
 PROG = "txn-broker"
 

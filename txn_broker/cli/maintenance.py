@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from ..database import mask_url
 from .common import Context, check_database_url, non_negative_int
 from .output import human_bytes, human_duration
 
@@ -37,32 +35,24 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def db_upgrade(ctx: Context, args: argparse.Namespace) -> int:
-    from .. import sql as sql_files  # type: ignore[attr-defined]
-    from ..migrations import upgrade
+    from .. import upgrade_schema
 
     url = ctx.database_url()
     check_database_url(url)
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    applied = upgrade(url)
-    versions = [v for v, _ in sql_files.migrations()]
+    done = upgrade_schema(url)
     if ctx.json:
-        ctx.out.json({"database": mask_url(url), "applied": applied, "current_version": versions[-1]})
-    elif applied:
-        ctx.out.line(f"Upgraded {mask_url(url)}: applied {', '.join(applied)}.")
+        ctx.out.json({"database": done.database, "applied": done.applied, "current_version": done.current_version})
+    elif done.applied:
+        ctx.out.line(f"Upgraded {done.database}: applied {', '.join(done.applied)}.")
     else:
-        ctx.out.line(f"{mask_url(url)} is current ({versions[-1]}); nothing to apply.")
+        ctx.out.line(f"{done.database} is current ({done.current_version}); nothing to apply.")
     return 0
 
 
 def collect_garbage(ctx: Context, args: argparse.Namespace) -> int:
-    from ..gc import DEFAULT_DELETE_DELAY_MS
-    from ..gc import collect_garbage as gc
-
-    delay = DEFAULT_DELETE_DELAY_MS if args.delete_delay_ms is None else args.delete_delay_ms
-    b = ctx.broker
-    report = gc(b.db, b.store, b.settings, dry_run=args.dry_run, orphan_grace_ms=args.orphan_grace_ms,
-                delete_delay_ms=delay, progress=lambda message: ctx.out.status(f"gc: {message}"))
+    report = ctx.broker.gc(dry_run=args.dry_run, orphan_grace_ms=args.orphan_grace_ms,
+                           delete_delay_ms=args.delete_delay_ms,
+                           progress=lambda message: ctx.out.status(f"gc: {message}"))
     ctx.out.clear_status()
     if ctx.json:
         ctx.out.json(report.to_dict())
@@ -90,10 +80,7 @@ def collect_garbage(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def fsck_check(ctx: Context, args: argparse.Namespace) -> int:
-    from ..fsck import check
-
-    b = ctx.broker
-    report = check(b.db, b.store, b.settings, progress=lambda message: ctx.out.status(f"fsck: {message}"))
+    report = ctx.broker.fsck(progress=lambda message: ctx.out.status(f"fsck: {message}"))
     ctx.out.clear_status()
     if ctx.json:
         ctx.out.json(report.to_dict())

@@ -13,13 +13,12 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import BINARY_ENCODINGS, RECORD_FORMATS, AppendResult, RecordSource, guess_format, open_records
 from ..errors import SchemaMismatchError, TxnBrokerError
-from ..log.types import AppendResult
 from .common import Context, UsageError, positive_int
-from .records_io import BINARY_ENCODINGS, FORMATS, Source, guess_format, open_source
 
 if TYPE_CHECKING:
-    from ..producer import Producer
+    from .. import Producer
     from .output import Progress
 
 log = logging.getLogger(__name__)
@@ -29,12 +28,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     produce = commands.add_parser("produce", parents=[common], help="produce the records of a file to a topic")
     produce.add_argument("topic", metavar="TOPIC")
     produce.add_argument("--file", required=True, metavar="F", help="the input file; - reads standard input")
-    produce.add_argument("--format", choices=FORMATS,
+    produce.add_argument("--format", choices=RECORD_FORMATS,
                          help="default: from the file name (.jsonl/.ndjson/.json, .csv, .parquet/.pq)")
     produce.add_argument("--key", metavar="COLUMN", help="partition by a hash of this column")
     produce.add_argument("--transactional-id", metavar="ID", help="produce the whole file as one transaction")
-    produce.add_argument("--transaction-timeout-ms", type=positive_int, default=60_000, metavar="MS",
-                         help="with --transactional-id: abort if not committed within this time (default 60000)")
+    produce.add_argument("--transaction-timeout-ms", type=positive_int, default=None, metavar="MS",
+                         help="with --transactional-id: abort if not committed within this time "
+                              "(default: the broker's transaction_timeout_ms, 60000)")
     produce.add_argument("--binary-encoding", choices=BINARY_ENCODINGS, default="base64",
                          help="how binary values are written in jsonl and csv (default base64)")
     produce.set_defaults(handler=produce_file)
@@ -44,13 +44,13 @@ def produce_file(ctx: Context, args: argparse.Namespace) -> int:
     fmt = args.format or guess_format(args.file)
     if fmt is None:
         raise UsageError(f"cannot tell the format of {args.file!r} from its name: give --format "
-                         f"({', '.join(FORMATS)})")
+                         f"({', '.join(RECORD_FORMATS)})")
     broker = ctx.broker
     schema = broker.describe_topic(args.topic).schema
     if args.key is not None and args.key not in schema.names:
         raise SchemaMismatchError(f"--key {args.key!r} is not a column of topic {args.topic!r}; "
                                   f"columns: {schema.names}")
-    source = open_source(args.file, fmt, schema, args.binary_encoding)
+    source = open_records(args.file, fmt, schema, args.binary_encoding)
     progress = ctx.out.progress(f"produce {args.topic}", source.total_bytes)
     try:
         if args.transactional_id is not None:
@@ -67,7 +67,7 @@ def produce_file(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _send_chunks(producer: Producer, args: argparse.Namespace, source: Source, progress: Progress,
+def _send_chunks(producer: Producer, args: argparse.Namespace, source: RecordSource, progress: Progress,
                  flush_each: bool) -> list[AppendResult]:
     appends: list[AppendResult] = []
     for table, position in source.chunks():
@@ -80,7 +80,7 @@ def _send_chunks(producer: Producer, args: argparse.Namespace, source: Source, p
     return appends
 
 
-def _in_one_transaction(producer: Producer, args: argparse.Namespace, source: Source,
+def _in_one_transaction(producer: Producer, args: argparse.Namespace, source: RecordSource,
                         progress: Progress) -> list[AppendResult]:
     try:
         producer.init_transactions()
@@ -102,7 +102,7 @@ def _in_one_transaction(producer: Producer, args: argparse.Namespace, source: So
         producer.close()
 
 
-def _idempotent(producer: Producer, args: argparse.Namespace, source: Source,
+def _idempotent(producer: Producer, args: argparse.Namespace, source: RecordSource,
                 progress: Progress) -> list[AppendResult]:
     try:
         return _send_chunks(producer, args, source, progress, flush_each=True)

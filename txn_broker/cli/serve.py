@@ -67,8 +67,7 @@ def _loopback(host: str) -> bool:
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> int:
-    from ..kafka import serve
-    from ..kafka.security import SaslUsers, tls_context
+    from ..kafka import SaslUsers, serve, tls_context
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UsageError("--tls-cert and --tls-key go together")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..models import TopicDescription
+from .. import TopicDescription
 from .common import Context, UsageError, positive_int
 from .output import human_bytes, iso_ms
 from .schema_spec import parse_schema, read_schema_file, schema_to_json

@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..coordinator import SweepAction
-from ..models import HangingTransaction, TransactionDescription, TransactionSummary
-from ..states import TxnState
+from .. import HangingTransaction, SweepAction, TransactionDescription, TransactionSummary, TxnState
 from .common import Context, non_negative_int, plain
 from .output import human_bytes, human_duration, iso_ms
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from .. import errors as e
-from ..log.appends import UnknownProducerStateError
 
 #: most specific class first: the first ``isinstance`` match wins
 _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
@@ -21,12 +20,9 @@ _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (e.ProducerFencedError, ErrorCode.producer_fenced),
     (e.InvalidPidMappingError, ErrorCode.invalid_producer_id_mapping),
     # the broker holds no sequence state for this producer (it expired): KIP-360's answer
-    (UnknownProducerStateError, ErrorCode.unknown_producer_id),
-    (e.DuplicateSequenceError, ErrorCode.duplicate_sequence_number),
+    (e.UnknownProducerStateError, ErrorCode.unknown_producer_id),
     (e.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (e.ConcurrentTransactionsError, ErrorCode.concurrent_transactions),
-    (e.TransactionTimedOutError, ErrorCode.invalid_producer_epoch),
-    (e.TransactionAbortedError, ErrorCode.invalid_txn_state),
     (e.InvalidTxnStateError, ErrorCode.invalid_txn_state),
     (e.InvalidTransactionTimeoutError, ErrorCode.invalid_transaction_timeout),
     (e.UnknownTransactionalIdError, ErrorCode.transactional_id_not_found),
@@ -41,8 +37,6 @@ _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (e.InvalidConfigError, ErrorCode.invalid_config),
     (e.InvalidInputError, ErrorCode.invalid_request),
     (e.IllegalStateError, ErrorCode.invalid_txn_state),
-    # the coordinator state cannot be read or locked now: Kafka's client retries
-    (e.CoordinatorNotAvailableError, ErrorCode.coordinator_load_in_progress),
     (e.DatabaseUnavailableError, ErrorCode.coordinator_not_available),
     (e.StorageUnavailableError, ErrorCode.kafka_storage_error),
     (e.CorruptSegmentError, ErrorCode.kafka_storage_error),

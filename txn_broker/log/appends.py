@@ -11,14 +11,10 @@ from ..errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    UnknownProducerStateError,
     UnknownTopicOrPartitionError,
 )
 from .types import AppendResult, ProducerIdentity, SegmentWrite
-
-
-class UnknownProducerStateError(OutOfOrderSequenceError):
-    """The broker holds no sequence state for this producer and partition (it expired);
-    a producer with nothing in flight may restart that partition at sequence 0."""
 
 
 def append_sequenced(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite) -> AppendResult:

@@ -14,8 +14,8 @@ from functools import partial
 
 import pyarrow as pa
 
+from ..errors import UnknownProducerStateError
 from ..faults import fault_point
-from ..log.appends import UnknownProducerStateError
 from ..log.segment_writer import build_segment, upload_segments
 from ..log.types import AppendResult, ProducerIdentity, SegmentWrite
 from ..retry import retrying

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .app import main as app_main
+from .app import spark_session
 from .offsets import OffsetRange, OffsetRanges, planned_offsets, resolve_offsets
 from .options import connection_options, transaction_options
 from .registry import register
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
     from ..producer import Producer
 
 __all__ = [
-    "OffsetRange", "OffsetRanges", "Stage", "StageSummary", "connection_options", "planned_offsets", "register",
-    "resolve_offsets", "transaction_options", "txn_stage", "write_options",
+    "OffsetRange", "OffsetRanges", "Stage", "StageSummary", "app_main", "connection_options", "planned_offsets",
+    "register", "resolve_offsets", "spark_session", "transaction_options", "txn_stage", "write_options",
 ]
 
 

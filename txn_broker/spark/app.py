@@ -22,6 +22,12 @@ from dataclasses import asdict
 from typing import Any
 
 DEFAULT_MASTER = "local[2]"
+SPARK_MASTER_ENV = "TXN_BROKER_SPARK_MASTER"
+#: settings of a session started here outside spark-submit (small batches between stages)
+DEFAULT_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.showConsoleProgress": "false",
+}
 
 
 def _kwarg(text: str) -> tuple[str, Any]:
@@ -41,7 +47,8 @@ def parser(description: str | None, inputs: Sequence[str]) -> argparse.ArgumentP
                                       "(default: the transactional id)")
     p.add_argument("--inputs", default=",".join(inputs), help=f"comma-separated input topics (default: "
                                                                f"{','.join(inputs)})")
-    p.add_argument("--transaction-timeout-ms", type=int, default=600_000)
+    p.add_argument("--transaction-timeout-ms", type=int, default=None,
+                   help="default: the broker's stage_transaction_timeout_ms (10 minutes)")
     p.add_argument("--master", help="Spark master when not run by spark-submit")
     p.add_argument("--arg", action="append", type=_kwarg, default=[], metavar="NAME=VALUE",
                    help="keyword argument for run() (VALUE parsed as JSON when it is JSON)")
@@ -50,16 +57,32 @@ def parser(description: str | None, inputs: Sequence[str]) -> argparse.ArgumentP
     return p
 
 
-def spark_session(app_name: str, master: str | None) -> Any:
-    """The SparkSession: spark-submit's (it set ``PYSPARK_GATEWAY_PORT``), else a new one."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers: this interpreter, not PATH's python3
+def spark_session(app_name: str, master: str | None = None, conf: dict[str, Any] | None = None,
+                  ) -> tuple[Any, bool]:
+    """The driver's SparkSession, set up in one place for every caller (the ``spark_apps``
+    command line, TransactionalSparkOperator's in-task session, the spark-submit driver).
+
+    The active session when there is one; else a new one, whose master is spark-submit's
+    (it set ``PYSPARK_GATEWAY_PORT``), else ``master``, else ``$TXN_BROKER_SPARK_MASTER``,
+    else ``local[2]``. A session this function starts outside spark-submit gets
+    :data:`DEFAULT_SPARK_CONF`; ``conf`` overrides. Returns (session, created): the caller
+    stops a session it created."""
+    # Spark's Python workers run `python3` from PATH unless told otherwise: use this
+    # interpreter, which has txn_broker and the stage's dependencies
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
     builder = SparkSession.builder.appName(app_name)
-    master = master or os.environ.get("TXN_BROKER_SPARK_MASTER")
-    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(master or DEFAULT_MASTER)
-    return builder.getOrCreate()
+    settings: dict[str, Any] = dict(conf or {})
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or os.environ.get(SPARK_MASTER_ENV) or DEFAULT_MASTER)
+        settings = {**DEFAULT_SPARK_CONF, **settings}
+    for key, value in settings.items():
+        builder = builder.config(key, str(value))
+    return builder.getOrCreate(), True
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -81,7 +104,7 @@ def main(run: Callable[..., Any], *, inputs: Sequence[str], description: str | N
 
     args = parser(description, inputs).parse_args(argv)
     topics = [t.strip() for t in args.inputs.split(",") if t.strip()]
-    spark = spark_session(args.transactional_id, args.master)
+    spark, _created = spark_session(args.transactional_id, args.master)
     broker = txn_broker.connect()
     stage = None
     status = 0

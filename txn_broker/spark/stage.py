@@ -147,10 +147,11 @@ class Stage:
 
 @contextmanager
 def txn_stage(spark: Any, broker: Broker, *, transactional_id: str, group_id: str, inputs: Sequence[str],
-              transaction_timeout_ms: int = 60_000, isolation_level: str = READ_COMMITTED,
+              transaction_timeout_ms: int | None = None, isolation_level: str = READ_COMMITTED,
               read_options: dict[str, str] | None = None) -> Iterator[Stage]:
     """Run a stage in one transaction (see the module docstring). ``read_options``: extra
     ``txn_topic`` read options (``minPartitions``, ``maxRecordsPerPartition``, ...).
+    ``transaction_timeout_ms``: None means the broker's ``stage_transaction_timeout_ms``.
 
     Raises what the stage raised (after aborting), ProducerFencedError (fatal: a newer
     instance exists), InvalidTransactionTimeoutError, or a broker error of the commit."""
@@ -160,6 +161,8 @@ def txn_stage(spark: Any, broker: Broker, *, transactional_id: str, group_id: st
         inputs = [inputs]
     register(spark)
     started = time.monotonic()
+    if transaction_timeout_ms is None:
+        transaction_timeout_ms = broker.settings.stage_transaction_timeout_ms
     producer: Producer = broker.producer(transactional_id=transactional_id,
                                          transaction_timeout_ms=transaction_timeout_ms)
     try:

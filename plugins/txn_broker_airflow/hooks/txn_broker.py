@@ -77,11 +77,10 @@ class BrokerConfig:
 
     def secrets(self) -> list[str]:
         """Every secret value in this config (the database password, the S3 secret key)."""
+        from txn_broker import url_secrets
+
         found = [self.aws_secret_access_key] if self.aws_secret_access_key else []
-        password = _url_password(self.database_url or os.environ.get("TXN_BROKER_DATABASE_URL"))
-        if password:
-            found.append(password)
-        return found
+        return found + url_secrets(self.database_url or os.environ.get("TXN_BROKER_DATABASE_URL"))
 
     def storage_options(self) -> dict[str, str]:
         """The broker's storage options from these S3 settings (only those that are set)."""
@@ -95,32 +94,12 @@ class BrokerConfig:
 
     def describe(self) -> str:
         """A one-line description, safe to log: the database password is masked."""
-        from txn_broker.config import resolve_database_url, resolve_storage_url
-        from txn_broker.database import mask_url
+        from txn_broker import mask_url, resolve_database_url, resolve_storage_url, strip_userinfo
 
         database, embedded = resolve_database_url(self.database_url)
-        storage = resolve_storage_url(self.storage_url)
+        storage = strip_userinfo(resolve_storage_url(self.storage_url))
         where = " (embedded default)" if embedded else ""
         return f"database {mask_url(database)}{where}, storage {storage} [{self.source}]"
-
-
-def _url_password(url: str | None) -> str | None:
-    if not url:
-        return None
-    try:
-        import sqlalchemy as sa
-
-        return sa.make_url(url).password or None  # type: ignore[return-value]
-    except Exception:  # an unparsable URL: nothing to extract, and it is never logged
-        return None
-
-
-def redact(message: str, secrets: list[str]) -> str:
-    """``message`` with every secret replaced by ``***``."""
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, "***")
-    return message
 
 
 class TxnBrokerHook(BaseHook):
@@ -229,15 +208,12 @@ class TxnBrokerHook(BaseHook):
         schema's owner or a superuser instead of a login of the least-privilege client role
         (``sql/roles.sql``). The warning names roles, never the password; a failed check is
         no reason to fail the task."""
-        from txn_broker.database import mask_url
-        from txn_broker.roles import privileged_role_warning
-
-        key = (config.source, mask_url(broker.db.url))
+        key = (config.source, broker.database_location)
         if key in _ROLE_CHECKED:
             return
         _ROLE_CHECKED.add(key)
         try:
-            warning = privileged_role_warning(broker.db)
+            warning = broker.privileged_role_warning()
         except Exception as error:  # e.g. a catalog the role may not read: skip the advice
             self.log.debug("txn_broker: role check skipped: %s", type(error).__name__)
             return
@@ -259,9 +235,11 @@ class TxnBrokerHook(BaseHook):
             secrets = config.secrets()
             broker = self.get_conn()
             topics = broker.list_topics()
-            next(iter(broker.store.list("topics/")), None)
+            broker.check_storage()
             return True, f"Connected to {config.describe()}: {len(topics)} topic(s)"
         except Exception as error:  # reported to the UI, not raised: that is the contract
+            from txn_broker import redact
+
             return False, redact(f"{type(error).__name__}: {error}", secrets)
         finally:
             self.close()

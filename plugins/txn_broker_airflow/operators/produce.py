@@ -80,7 +80,7 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
         key: str | None = None,
         transactional_id: str | None = None,
         idempotency_key: str | None = None,
-        transaction_timeout_ms: int = 60_000,
+        transaction_timeout_ms: int | None = None,
         txn_broker_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from txn_broker.spark import spark_session
+
 from ..assets import topic_asset
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
-from ..stage_runner import StageSpec, run_stage, spark_session
+from ..stage_runner import StageSpec, run_stage
 from .base import TransactionalOperatorMixin
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         group_id: str | None = None,
         transactional_id: str | None = None,
         application_kwargs: dict[str, Any] | None = None,
-        transaction_timeout_ms: int = 600_000,
+        transaction_timeout_ms: int | None = None,
         deploy: str = "session",
         spark_master: str | None = None,
         spark_conf: dict[str, Any] | None = None,
@@ -141,7 +143,7 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
     def _run_spark_submit(self, broker: Broker, hook: TxnBrokerHook, spec: StageSpec) -> dict[str, Any]:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from txn_broker.config import resolve_database_url, resolve_storage_url
+        from txn_broker import resolve_database_url, resolve_storage_url
 
         config = hook.broker_config()
         env = {
@@ -156,8 +158,9 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
             args = ["--application", spec.application, "--transactional-id", spec.transactional_id,
                     "--group-id", spec.group_id, "--inputs", json.dumps(spec.inputs),
                     "--outputs", json.dumps(spec.outputs), "--kwargs", json.dumps(spec.kwargs),
-                    "--transaction-timeout-ms", str(spec.transaction_timeout_ms),
                     "--summary-file", str(summary_file)]
+            if spec.transaction_timeout_ms is not None:
+                args += ["--transaction-timeout-ms", str(spec.transaction_timeout_ms)]
             self._submit_hook = SparkSubmitHook(
                 conn_id=self.spark_conn_id, conf=self.spark_conf, name=spec.transactional_id,
                 application_args=args, env_vars=env, **self.spark_submit_kwargs)

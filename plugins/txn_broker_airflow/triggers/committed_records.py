@@ -36,8 +36,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from txn_broker import validate_id, validate_topic_name
 from txn_broker.errors import TxnBrokerError
-from txn_broker.names import validate_id, validate_topic_name
 
 from ..event_ranges import event_payload, find_new_ranges
 

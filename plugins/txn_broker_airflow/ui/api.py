@@ -75,6 +75,11 @@ def session(request: Request, user: UserDep) -> dict[str, Any]:
             "broker": location}
 
 
+@router.get("/states", summary="The transaction states and their classes (open, prepared, idle)")
+def states(user: UserDep) -> dict[str, Any]:
+    return views.states()
+
+
 @router.get("/transactions", summary="Transactional ids with their current transaction")
 def list_transactions(
     request: Request,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from txn_broker import Broker
@@ -31,20 +30,6 @@ def configured_conn_id() -> str:
     from airflow.configuration import conf
 
     return conf.get("txn_broker", "ui_conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
-
-
-def strip_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (storage and endpoint URLs may carry them)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 class BrokerSource:
@@ -81,8 +66,7 @@ class BrokerSource:
     def location(self) -> dict[str, str]:
         """Where the broker lives, safe to show: database URL with ``***`` for the password,
         storage URL without user info, and the connection the settings came from."""
-        from txn_broker.config import resolve_database_url, resolve_storage_url
-        from txn_broker.database import mask_url
+        from txn_broker import mask_url, resolve_database_url, resolve_storage_url, strip_userinfo
 
         from ..hooks.txn_broker import TxnBrokerHook
 
@@ -96,10 +80,9 @@ class BrokerSource:
 
     def redact(self, message: str) -> str:
         """``message`` with the connection's secrets (database password, S3 secret key) masked."""
-        for secret in self._secrets:
-            if secret:
-                message = message.replace(secret, "***")
-        return message
+        from txn_broker import redact
+
+        return redact(message, self._secrets)
 
     def close(self) -> None:
         with self._lock:

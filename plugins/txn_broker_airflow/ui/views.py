@@ -15,22 +15,29 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from txn_broker import TransactionDescription, TransactionSummary, is_hanging, is_open, open_age_ms, state_sets
 from txn_broker.errors import UnknownTransactionalIdError
-from txn_broker.models import TransactionDescription, TransactionSummary
-from txn_broker.states import OPEN_STATES, TxnState
 
 from ..ids import default_transactional_id
 
 if TYPE_CHECKING:
     from txn_broker import Broker
 
-#: every state a transactional id can be in, in the order the page offers them
-STATES = [s.value for s in TxnState]
-OPEN = frozenset(s.value for s in OPEN_STATES)
+#: every state a transactional id can be in, in the order the page offers them, and the
+#: open ones (txn_broker.states is their one home; the page fetches them from the API)
+STATES = state_sets()["states"]
+OPEN = state_sets()["open"]
 #: how many rows the list answers at most (the page says when there are more)
 DEFAULT_LIMIT = 500
 #: open transactions described per topic page, to name what holds back its LSO
 MAX_OPEN_DESCRIBED = 50
+
+
+def states() -> dict[str, list[str]]:
+    """The states and their classes, from txn_broker.states: ``states`` (all, in order),
+    ``listed`` (those a listed id can be in: the filter's choices), ``open``, ``prepared``,
+    ``idle``."""
+    return state_sets()
 
 
 # -- which DAG and task a transactional id belongs to ------------------------------------
@@ -78,42 +85,36 @@ def attribute(transactional_id: str, known_dag_ids: Iterable[str] = ()) -> Attri
 # -- transactions ------------------------------------------------------------------------
 
 
-def _outcomes(broker: Broker) -> dict[str, tuple[str | None, int | None]]:
-    rows = broker.db.read(lambda tx: tx.all("ui_current_outcomes"))
-    return {r.transactional_id: (r.outcome, r.end_ms) for r in rows}
-
-
 def _outcome_word(state: str, outcome: str | None) -> str | None:
     """What happened to the id's current transaction: committed, aborted, open, or None
     (no transaction yet)."""
-    if state in OPEN:
+    if is_open(state):
         return {"PrepareCommit": "committing", "PrepareAbort": "aborting",
                 "PrepareEpochFence": "aborting"}.get(state, "open")
     return {"COMMIT": "committed", "ABORT": "aborted"}.get(outcome or "")
 
 
-def transaction_row(summary: TransactionSummary, attribution: Attribution,
-                    outcome: tuple[str | None, int | None] = (None, None)) -> dict[str, Any]:
+def transaction_row(summary: TransactionSummary, attribution: Attribution) -> dict[str, Any]:
     """One row of the list: id, DAG/task, state, epoch, age against timeout, size, outcome."""
     age = summary.age_ms
     return {
         "transactional_id": summary.transactional_id,
         **attribution.as_dict(),
         "state": summary.state,
-        "open": summary.state in OPEN,
+        "open": is_open(summary.state),
         "producer_id": summary.producer_id,
         "producer_epoch": summary.producer_epoch,
         "timeout_ms": summary.timeout_ms,
         "txn_id": summary.txn_id,
         "start_ms": summary.txn_start_ms,
         "last_update_ms": summary.last_update_ms,
-        "end_ms": outcome[1],
+        "end_ms": summary.end_ms,
         "age_ms": age,
         "hanging": summary.is_hanging,
         "partition_count": int(summary.partition_count),
         "record_count": int(summary.record_count),
         "size_bytes": int(summary.size_bytes),
-        "outcome": _outcome_word(summary.state, outcome[0]),
+        "outcome": _outcome_word(summary.state, summary.outcome),
     }
 
 
@@ -128,10 +129,9 @@ def list_transactions(broker: Broker, known_dag_ids: Iterable[str] = (), *,
                       hanging_only: bool = False, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
     """The transactions list, filtered. ``states``: any of :data:`STATES` (empty: all);
     ``text``: a case-insensitive substring of the transactional id; ``dag_id``: rows
-    attributed to that DAG. Raises InvalidTxnStateError for an unknown state."""
+    attributed to that DAG. Raises InvalidInputError for an unknown state."""
     known = sorted(set(known_dag_ids))
     summaries = broker.list_transactions(list(states) if states else None)
-    outcomes = _outcomes(broker)
     needle = text.strip().lower()
     rows, dags = [], set()
     for summary in summaries:
@@ -144,9 +144,9 @@ def list_transactions(broker: Broker, known_dag_ids: Iterable[str] = (), *,
             continue
         if hanging_only and not summary.is_hanging:
             continue
-        rows.append(transaction_row(summary, attribution, outcomes.get(summary.transactional_id, (None, None))))
+        rows.append(transaction_row(summary, attribution))
     rows.sort(key=_row_order)
-    now_ms = summaries[0].now_ms if summaries else _now_ms(broker)
+    now_ms = summaries[0].now_ms if summaries else broker.now_ms()
     return {
         "now_ms": now_ms,
         "total": len(rows),
@@ -159,19 +159,14 @@ def list_transactions(broker: Broker, known_dag_ids: Iterable[str] = (), *,
     }
 
 
-def _now_ms(broker: Broker) -> int:
-    return int(broker.db.read(lambda tx: tx.scalar("now_ms")))
-
-
 def transaction_detail(broker: Broker, transactional_id: str, known_dag_ids: Iterable[str] = ()
                        ) -> dict[str, Any]:
     """Everything about one transactional id: its current transaction (partitions with offset
     ranges and markers, group offsets sent, segments), the state history as a timeline,
     and its earlier transactions. Raises UnknownTransactionalIdError, InvalidNameError."""
     d: TransactionDescription = broker.describe_transaction(transactional_id)
-    now_ms = _now_ms(broker)
-    is_open = d.state in OPEN
-    age = now_ms - d.start_ms if is_open and d.start_ms else None
+    now_ms = broker.now_ms()
+    age = open_age_ms(d.state, d.start_ms, now_ms)
     history = [{"from_state": h.from_state, "to_state": h.to_state, "at_ms": h.at_ms,
                 "producer_id": h.producer_id, "producer_epoch": h.producer_epoch, "txn_id": h.txn_id,
                 "reason": h.reason} for h in d.history]
@@ -181,7 +176,7 @@ def transaction_detail(broker: Broker, transactional_id: str, known_dag_ids: Ite
         "transactional_id": d.transactional_id,
         **attribute(d.transactional_id, known_dag_ids).as_dict(),
         "state": d.state,
-        "open": is_open,
+        "open": is_open(d.state),
         "producer_id": d.producer_id,
         "producer_epoch": d.producer_epoch,
         "timeout_ms": d.timeout_ms,
@@ -190,7 +185,7 @@ def transaction_detail(broker: Broker, transactional_id: str, known_dag_ids: Ite
         "end_ms": current.get("end_ms") if current else None,
         "last_update_ms": d.last_update_ms,
         "age_ms": age,
-        "hanging": age is not None and d.state == TxnState.ONGOING.value and age > d.timeout_ms,
+        "hanging": is_hanging(d.state, d.start_ms, d.timeout_ms, now_ms),
         "outcome": _outcome_word(d.state, current.get("outcome") if current else None),
         "record_count": sum(int(p.record_count) for p in d.partitions),
         "size_bytes": sum(int(p.size_bytes) for p in d.partitions),
@@ -258,7 +253,7 @@ def list_topics(broker: Broker) -> dict[str, Any]:
             "lso_lag": sum(p["lso_lag"] for p in parts),
             "held_partitions": sum(1 for p in parts if p["lso_lag"] > 0),
         })
-    return {"now_ms": _now_ms(broker), "topics": topics}
+    return {"now_ms": broker.now_ms(), "topics": topics}
 
 
 def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -> dict[str, Any]:
@@ -267,7 +262,7 @@ def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -
     the ones that hold its last stable offsets back. Raises UnknownTopicOrPartitionError."""
     d = broker.describe_topic(name)
     holders = []
-    open_ids = broker.list_transactions(sorted(OPEN))
+    open_ids = broker.list_transactions(OPEN)
     for summary in open_ids[:MAX_OPEN_DESCRIBED]:
         try:
             txn = broker.describe_transaction(summary.transactional_id, history_limit=1)
@@ -285,7 +280,7 @@ def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -
                             "last_offset": p.last_offset, "record_count": int(p.record_count)} for p in mine],
         })
     return {
-        "now_ms": _now_ms(broker),
+        "now_ms": broker.now_ms(),
         "name": d.name,
         "created_ms": d.created_ms,
         "config": dict(d.config),
@@ -325,11 +320,11 @@ def list_groups(broker: Broker) -> dict[str, Any]:
             "lag_uncommitted": sum(int(p.lag_uncommitted) for p in g.partitions),
             "last_commit_ms": max((p.commit_ms for p in g.partitions), default=None),
         })
-    return {"now_ms": _now_ms(broker), "groups": groups}
+    return {"now_ms": broker.now_ms(), "groups": groups}
 
 
 def group_detail(broker: Broker, group_id: str) -> dict[str, Any]:
     """One group's committed offset and lag per partition. Raises UnknownGroupError."""
     g = broker.describe_group(group_id)
-    return {"now_ms": _now_ms(broker), "group_id": g.group_id, "lag": int(g.lag),
+    return {"now_ms": broker.now_ms(), "group_id": g.group_id, "lag": int(g.lag),
             "partitions": [_group_partition(p) for p in g.partitions]}

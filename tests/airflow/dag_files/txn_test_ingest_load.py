@@ -51,11 +51,10 @@ with DAG(
     @task
     def setup() -> dict[str, str]:
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
-        from txn_broker_airflow.topics import ensure_topics
 
         hook = TxnBrokerHook()
         try:
-            return ensure_topics(hook.get_conn(), {"test_orders": (3, SCHEMA)})
+            return hook.get_conn().ensure_topics({"test_orders": (3, SCHEMA)})
         finally:
             hook.close()
 

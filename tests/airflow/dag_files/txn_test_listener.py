@@ -14,7 +14,6 @@ import pyarrow as pa
 from airflow.sdk import DAG
 from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
 from txn_broker_airflow.operators.produce import ProduceToTopicOperator
-from txn_broker_airflow.topics import ensure_topics
 
 TOPIC = "listener_events"
 SCHEMA = pa.schema([("n", pa.int64())])
@@ -24,7 +23,7 @@ class CrashingProducer(ProduceToTopicOperator):
     def execute(self, context: Any) -> Any:
         tid = self.resolve_transactional_id(context)
         broker = TxnBrokerHook(self.txn_broker_conn_id).get_conn()
-        ensure_topics(broker, {TOPIC: (1, SCHEMA)})
+        broker.ensure_topics({TOPIC: (1, SCHEMA)})
         producer = broker.producer(transactional_id=tid, transaction_timeout_ms=600_000)
         producer.init_transactions()
         self.remember_producer_epoch(producer.epoch)

@@ -29,11 +29,10 @@ with DAG(
     @task
     def setup() -> dict[str, str]:
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
-        from txn_broker_airflow.topics import ensure_topics
 
         hook = TxnBrokerHook()
         try:
-            return ensure_topics(hook.get_conn(), {"secret_orders": (2, SCHEMA)})
+            return hook.get_conn().ensure_topics({"secret_orders": (2, SCHEMA)})
         finally:
             hook.close()
 

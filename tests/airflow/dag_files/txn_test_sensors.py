@@ -33,10 +33,9 @@ with DAG(
     @task
     def hang() -> dict[str, Any]:
         from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
-        from txn_broker_airflow.topics import ensure_topics
 
         broker = TxnBrokerHook().get_conn()
-        ensure_topics(broker, {TOPIC: (2, SCHEMA)})
+        broker.ensure_topics({TOPIC: (2, SCHEMA)})
         producer = broker.producer(transactional_id=HUNG_ID, transaction_timeout_ms=1500)
         producer.init_transactions()
         producer.begin_transaction()

@@ -222,13 +222,14 @@
     return params.toString();
   }
 
-  var OPEN_STATES = ["Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"];
+  // the open states, from the API (GET /states): the broker is their one home
+  var OPEN_STATES = [];
 
-  function setupFilters() {
+  function setupFilters(sets) {
+    OPEN_STATES = sets.open;
     readFiltersFromUrl();
     var form = $("filters"), state = $("filter-state"), q = $("filter-q"), dag = $("filter-dag");
-    ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence", "CompleteCommit",
-      "CompleteAbort"].forEach(function (s) { state.appendChild(el("option", {value: s}, s)); });
+    sets.listed.forEach(function (s) { state.appendChild(el("option", {value: s}, s)); });
     state.value = filters.state;
     q.value = filters.q;
     if (filters.dag_id) dag.appendChild(el("option", {value: filters.dag_id}, filters.dag_id));
@@ -586,7 +587,11 @@
     $("broker-source").textContent = s.broker.source ? "(" + s.broker.source + ")" : "";
   }).catch(function () { /* the view's own request reports the error */ });
 
-  if (VIEW === "transactions") setupFilters();
   if (VIEW === "transaction") setupAbort();
-  refresh();
+  if (VIEW === "transactions") {
+    api("/states").catch(function () { return {open: [], listed: []}; })
+      .then(setupFilters).then(refresh);
+  } else {
+    refresh();
+  }
 })();
