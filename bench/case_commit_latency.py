@@ -67,7 +67,7 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         import time
 
         start = time.perf_counter()
-        broker.db.run(lambda tx: tx.raw("SELECT 1").scalar())
+        broker._db.run(lambda tx: tx.raw("SELECT 1").scalar())
         return time.perf_counter() - start
 
     fsyncs: list[float] = []

@@ -64,8 +64,8 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
     topic = new_topic(broker, "c5", data.RECORD_SCHEMA, partitions=PARTITIONS)
     try:
         expected = _fill(broker, topic, sizes)
-        meta = broker.topics.get(topic)
-        rows = broker.db.run(lambda tx: tx.all("topic_object_keys", topic_id=meta.topic_id), write=False)
+        meta = broker._topics.get(topic)
+        rows = broker._db.run(lambda tx: tx.all("topic_object_keys", topic_id=meta.topic_id), write=False)
         keys = [r.object_key for r in rows]
         total_bytes = int(sum(p.size_bytes for p in broker.describe_topic(topic).partitions))
         fs, _base = backend.arrow_fs()

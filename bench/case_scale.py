@@ -62,9 +62,9 @@ def generation_sql(dialect: str) -> list[tuple[str, str]]:
 def generate(broker: Any, topic: str, partitions: int, segments: int) -> float:
     """Fill ``topic`` with the generated history; returns the seconds it took."""
     start = time.monotonic()
-    meta = broker.topics.get(topic)
-    engine = broker.db.engine
-    postgres = broker.db.dialect == "postgresql"
+    meta = broker._topics.get(topic)
+    engine = broker._db.engine
+    postgres = broker._db.dialect == "postgresql"
     with engine.begin() as conn:
         if postgres:  # transaction ids come from a sequence there (migration 0003)
             base_txn = int(conn.execute(sa.text("SELECT nextval('txn_ids')")).scalar())
@@ -73,7 +73,7 @@ def generate(broker: Any, topic: str, partitions: int, segments: int) -> float:
         base_pid = int(conn.execute(sa.text("SELECT value FROM counters WHERE name = 'producer_id'")).scalar()) + 1
         params = {"topic_id": meta.topic_id, "partitions": partitions, "segments": segments, "base_txn": base_txn,
                   "base_pid": base_pid}
-        for _name, sql in generation_sql(broker.db.dialect):
+        for _name, sql in generation_sql(broker._db.dialect):
             conn.execute(sa.text(sql), {k: v for k, v in params.items() if f":{k}" in sql})
         if postgres:  # past the generated ids, as scale_counters does for the SQLite counter
             conn.execute(sa.text("SELECT setval('txn_ids', :last)"), {"last": base_txn + segments})
@@ -85,15 +85,15 @@ def generate(broker: Any, topic: str, partitions: int, segments: int) -> float:
 
 def explain(broker: Any, topic: str, hot_hw: int) -> dict[str, str]:
     """The plans of the read and commit queries, on the generated data."""
-    meta = broker.topics.get(topic)
+    meta = broker._topics.get(topic)
     params = {"topic_id": meta.topic_id, "partition_no": 0, "start_offset": hot_hw // 2,
               "end_offset": hot_hw // 2 + 6_400, "max_segments": 64, "txn_id": 1, "marker": "COMMIT",
               "base_offset": 0, "last_offset": 99, "record_count": 100, "size_bytes": 4096}
-    prefix = "EXPLAIN " if broker.db.dialect == "postgresql" else "EXPLAIN QUERY PLAN "
+    prefix = "EXPLAIN " if broker._db.dialect == "postgresql" else "EXPLAIN QUERY PLAN "
     plans = {}
-    with broker.db.engine.connect() as conn:
+    with broker._db.engine.connect() as conn:
         for name in EXPLAINED:
-            query = broker.db.queries[name].text
+            query = broker._db.queries[name].text
             rows = conn.execute(sa.text(prefix + query), {k: v for k, v in params.items() if f":{k}" in query})
             plans[name] = "\n".join(str(r[0]) if len(r) == 1 else str(r[-1]) for r in rows)
         conn.rollback()
@@ -117,7 +117,7 @@ class ScalePoint:
         self.topic = f"scale-{partitions}"
         self.broker.create_topic(self.topic, partitions=partitions, schema=data.RECORD_SCHEMA)
         self.generated_s = generate(self.broker, self.topic, partitions, segments)
-        self.topic_id = self.broker.topics.get(self.topic).topic_id
+        self.topic_id = self.broker._topics.get(self.topic).topic_id
         self.hot_hw = self.broker.end_offsets([(self.topic, 0)])[(self.topic, 0)]
         step = (partitions - 1) / (COMMIT_PARTITIONS - 1)
         self.targets = sorted({0, *(1 + int(i * step) for i in range(COMMIT_PARTITIONS - 1))})
@@ -141,7 +141,7 @@ class ScalePoint:
         committed = time.perf_counter() - start
         position = self.rng.randrange(0, max(self.hot_hw, 1))
         start = time.perf_counter()
-        offsets, segments = plan_fetch(self.broker.db, self.topic_id, 0, position, READ_COMMITTED)
+        offsets, segments = plan_fetch(self.broker._db, self.topic_id, 0, position, READ_COMMITTED)
         planned = time.perf_counter() - start
         if offsets is None or not segments:
             raise RuntimeError(f"plan_fetch found no segment at offset {position} of {self.topic}-0")

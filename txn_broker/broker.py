@@ -110,11 +110,11 @@ def upgrade_schema(database_url: str | None = None) -> SchemaUpgrade:
 
 class Broker:
     def __init__(self, db: Database, store: ObjectStore, settings: Settings) -> None:
-        self.db = db
-        self.store = store
+        self._db = db
+        self._store = store
         self.settings = settings
-        self.topics = Topics(db, settings)
-        self.coordinator = Coordinator(db, settings)
+        self._topics = Topics(db, settings)
+        self._coordinator = Coordinator(db, settings)
 
     def __repr__(self) -> str:
         return f"Broker(database={self.database_location!r}, storage={self.storage_location!r})"
@@ -124,21 +124,21 @@ class Broker:
     @property
     def database_location(self) -> str:
         """The metadata database's URL with its password masked: safe to log and show."""
-        return mask_url(self.db.url)
+        return mask_url(self._db.url)
 
     @property
     def storage_location(self) -> str:
         """The object store's URL without any user info: safe to log and show."""
-        return strip_userinfo(self.store.url)
+        return strip_userinfo(self._store.url)
 
     def now_ms(self) -> int:
         """The database's clock (ms since the epoch): the only clock the coordinator trusts,
         so ages computed against it never depend on the caller's machine."""
-        return int(self.db.read(lambda tx: tx.scalar("now_ms")))
+        return int(self._db.read(lambda tx: tx.scalar("now_ms")))
 
     def check_storage(self) -> None:
         """List the object store once (StorageUnavailableError if it cannot be reached)."""
-        next(iter(self.store.list("topics/")), None)
+        next(iter(self._store.list("topics/")), None)
 
     def privileged_role_warning(self) -> str | None:
         """Advice when the database is reached as the schema's owner or a superuser instead
@@ -146,17 +146,17 @@ class Broker:
         Names roles, never a password."""
         from .roles import privileged_role_warning
 
-        return privileged_role_warning(self.db)
+        return privileged_role_warning(self._db)
 
     # -- the schema ----------------------------------------------------------------------
 
     def pending_migrations(self) -> list[str]:
         """Schema migrations this code expects that the database has not applied."""
-        return pending(self.db)
+        return pending(self._db)
 
     def upgrade_schema(self) -> list[str]:
         """Apply pending schema migrations (as the owner role); returns the versions applied."""
-        return upgrade_db(self.db)
+        return upgrade_db(self._db)
 
     # -- topics --------------------------------------------------------------------------
 
@@ -166,7 +166,7 @@ class Broker:
         headers map<string, binary>). ``config``: retention.ms, retention.bytes,
         max.message.bytes. Raises InvalidTopicNameError, TopicAlreadyExistsError,
         SchemaMismatchError, InvalidConfigError."""
-        self.topics.create(name, partitions, schema, config)
+        self._topics.create(name, partitions, schema, config)
         return self.describe_topic(name)
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]],
@@ -197,16 +197,16 @@ class Broker:
         return done
 
     def list_topics(self) -> list[str]:
-        return self.topics.names()
+        return self._topics.names()
 
     def describe_topic(self, name: str) -> TopicDescription:
-        return self.topics.describe(name)
+        return self._topics.describe(name)
 
     def delete_topic(self, name: str) -> None:
         """Drop a topic's metadata, then its objects (what is left behind is gc's)."""
-        keys = self.topics.delete(name)
+        keys = self._topics.delete(name)
         try:
-            self.store.delete(keys)
+            self._store.delete(keys)
         except StorageUnavailableError as error:
             log.warning("topic %s deleted; %d objects left for gc: %s", name, len(keys), error)
 
@@ -214,7 +214,7 @@ class Broker:
                      allow_below_start: bool = True) -> None:
         """Raise OffsetOutOfRangeError unless ``offset`` lies in [log start (or 0), HW]
         (InvalidInputError if it is not an int)."""
-        check_offset(self.db, meta.topic_id, meta.name, partition, offset, allow_below_start=allow_below_start)
+        check_offset(self._db, meta.topic_id, meta.name, partition, offset, allow_below_start=allow_below_start)
 
     def end_offsets(self, partitions: Iterable[TopicPartition],
                     isolation_level: str = READ_COMMITTED) -> dict[TopicPartition, int]:
@@ -223,14 +223,14 @@ class Broker:
         out = {}
         for tp in partitions:
             tp = TopicPartition(*tp)
-            meta = self.topics.get(tp.topic)
+            meta = self._topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
             offsets = self._offsets(meta, tp.partition)
             out[tp] = offsets.end(isolation_level)
         return out
 
     def _offsets(self, meta: TopicMeta, partition: int) -> PartitionOffsets:
-        offsets = self.db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
+        offsets = self._db.read(lambda tx: partition_offsets(tx, meta.topic_id, partition))
         if offsets is None:
             raise UnknownTopicOrPartitionError(f"{meta.name}-{partition} no longer exists")
         return offsets
@@ -239,14 +239,14 @@ class Broker:
         out = {}
         for tp in partitions:
             tp = TopicPartition(*tp)
-            meta = self.topics.get(tp.topic)
+            meta = self._topics.get(tp.topic)
             validate_partition(tp.partition, meta.partition_count, tp.topic)
             out[tp] = self._offsets(meta, tp.partition).log_start_offset
         return out
 
     def segment_registered(self, object_key: str) -> bool:
         """Whether an uploaded object was registered as a segment."""
-        return segment_registered(self.db, object_key)
+        return segment_registered(self._db, object_key)
 
     # -- clients -------------------------------------------------------------------------
 
@@ -255,30 +255,31 @@ class Broker:
         """An idempotent producer, or a transactional one when ``transactional_id`` is set.
         ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``."""
         timeout = self.settings.transaction_timeout_ms if transaction_timeout_ms is None else transaction_timeout_ms
-        return Producer(self.coordinator, self.topics, self.db, self.store, self.settings, transactional_id, timeout)
+        return Producer(self._coordinator, self._topics, self._db, self._store, self.settings, transactional_id,
+                        timeout)
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
                  auto_offset_reset: str = "earliest") -> Consumer:
-        return Consumer(self.db, self.store, self.topics, group_id, isolation_level, auto_offset_reset)
+        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset)
 
     # -- consumer groups -----------------------------------------------------------------
 
     def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                           ) -> dict[TopicPartition, int | None]:
-        return committed_offsets(self.db, self.topics, group_id, partitions)
+        return committed_offsets(self._db, self._topics, group_id, partitions)
 
     def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
-        commit_offsets(self.db, self.topics, group_id, offsets)
+        commit_offsets(self._db, self._topics, group_id, offsets)
 
     def list_groups(self) -> list[str]:
-        return [r.group_id for r in self.db.run(lambda tx: tx.all("list_groups"), write=False)]
+        return [r.group_id for r in self._db.run(lambda tx: tx.all("list_groups"), write=False)]
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """Committed offset, log ends and lag per partition. ``lag`` is measured against
         the last stable offset (what a read_committed reader can reach)."""
         validate_id("group id", group_id)
-        rows = self.db.read(lambda tx: tx.all("describe_group", group_id=group_id))
+        rows = self._db.read(lambda tx: tx.all("describe_group", group_id=group_id))
         if not rows:
             raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
         return GroupDescription(group_id, [
@@ -288,18 +289,18 @@ class Broker:
     # -- transactions: sweeps and admin --------------------------------------------------
 
     def abort_expired_transactions(self) -> list[SweepAction]:
-        return self.coordinator.abort_expired_transactions()
+        return self._coordinator.abort_expired_transactions()
 
     def complete_prepared_transactions(self) -> list[SweepAction]:
-        return self.coordinator.complete_prepared_transactions()
+        return self._coordinator.complete_prepared_transactions()
 
     def expire_transactional_ids(self) -> dict[str, Any]:
-        return self.coordinator.expire_transactional_ids()
+        return self._coordinator.expire_transactional_ids()
 
     def abort_transaction(self, transactional_id: str) -> SweepAction:
         """Admin abort: bump the epoch (fencing the producer), then abort."""
         validate_id("transactional id", transactional_id)
-        return self.coordinator.admin_abort(transactional_id)
+        return self._coordinator.admin_abort(transactional_id)
 
     def list_transactions(self, states: Iterable[str] | None = None) -> list[TransactionSummary]:
         """Every transactional id (in ``states`` only, when given) with its current (or last)
@@ -313,7 +314,7 @@ class Broker:
             except ValueError:
                 raise InvalidInputError(
                     f"unknown state in {list(states)}; states: {[s.value for s in TxnState]}") from None
-        rows = self.db.read(lambda tx: tx.all("list_transactional_ids"))
+        rows = self._db.read(lambda tx: tx.all("list_transactional_ids"))
         return [TransactionSummary(**r._mapping) for r in rows if wanted is None or r.state in wanted]
 
     def describe_transaction(self, transactional_id: str, history_limit: int = 200) -> TransactionDescription:
@@ -348,14 +349,14 @@ class Broker:
                 transactions=[dict(r._mapping) for r in runs],
             )
 
-        return self.db.read(work)
+        return self._db.read(work)
 
     def find_hanging_transactions(self, older_than_ms: int | None = None) -> list[HangingTransaction]:
         """Open transactions older than ``older_than_ms`` (default: their own timeout)
         that hold back some partition's last stable offset."""
         if older_than_ms is not None and (not isinstance(older_than_ms, int) or older_than_ms < 0):
             raise InvalidInputError(f"older_than_ms must be a non-negative int, got {older_than_ms!r}")
-        rows = self.db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
+        rows = self._db.read(lambda tx: tx.all("hanging_transactions", older_than_ms=older_than_ms))
         by_id: dict[str, HangingTransaction] = {}
         for r in rows:
             h = by_id.get(r.transactional_id)
@@ -370,7 +371,7 @@ class Broker:
 
     def recent_transactions(self, limit: int = 200) -> list[dict[str, Any]]:
         """Transaction instances, newest first, for monitoring."""
-        return [dict(r._mapping) for r in self.db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
+        return [dict(r._mapping) for r in self._db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -381,17 +382,17 @@ class Broker:
         (default 60 s) and unregistered objects older than ``orphan_grace_ms`` (default
         max(24 h, max_transaction_timeout_ms)). ``dry_run``: report, change nothing.
         ``progress`` receives a line per step. Returns a GcReport."""
-        return collect_garbage(self.db, self.store, self.settings, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
+        return collect_garbage(self._db, self._store, self.settings, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
                                delete_delay_ms=DEFAULT_DELETE_DELAY_MS if delete_delay_ms is None
                                else delete_delay_ms, progress=progress)
 
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Check the metadata against the object store (``txn-broker fsck``); ``progress``
         receives a line per step. Returns an FsckReport (``ok``, problems, warnings)."""
-        return check(self.db, self.store, self.settings, progress=progress)
+        return check(self._db, self._store, self.settings, progress=progress)
 
     def close(self) -> None:
-        self.db.dispose()
+        self._db.dispose()
 
     def __enter__(self) -> Broker:
         return self

@@ -88,8 +88,8 @@ def test_two_connections_keep_their_own_storage_settings_in_one_process(airflow_
             consumer.assign([("t", 0)])
             assert consumer.poll(max_records=10).column("key").to_pylist() == [f"{name}0".encode(), f"{name}1".encode()]
             consumer.close()
-            assert broker.store.endpoint_url == servers[name].endpoint_url  # type: ignore[attr-defined]
-            assert broker.store._client._request_signer._credentials.access_key == f"key-{name}"  # type: ignore[attr-defined]
+            assert broker._store.endpoint_url == servers[name].endpoint_url  # type: ignore[attr-defined]
+            assert broker._store._client._request_signer._credentials.access_key == f"key-{name}"  # type: ignore[attr-defined]
         # a connection with no credentials: this process's own, not the last connection's
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key-of-the-process")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-of-the-process")

@@ -28,7 +28,7 @@ FSCK_KEYS = {"ok", "problems", "warnings", "counts", "partitions_checked", "segm
 
 def segments(broker, topic):
     """``[(partition, base_offset, object_key, purged)]`` of a topic, in offset order."""
-    with broker.db.engine.connect() as conn:
+    with broker._db.engine.connect() as conn:
         rows = conn.execute(sa.text(
             "SELECT s.partition_no, s.base_offset, s.object_key, s.purged_ms FROM segments s "
             "JOIN topics t ON t.topic_id = s.topic_id WHERE t.name = :name "
@@ -54,7 +54,7 @@ def read_all(broker, topic, isolation_level="read_committed"):
 
 
 def exists(broker, key):
-    return broker.store.head(key) is not None
+    return broker._store.head(key) is not None
 
 
 def test_gc_never_touches_an_open_transaction(backend):
@@ -72,7 +72,7 @@ def test_gc_never_touches_an_open_transaction(backend):
     table = with_timestamp(pa.table({"v": [8, 9]}), int(time.time() * 1000))
     payload = encode_segment(table)
     uploaded = f"topics/{topic_id}/0/executor-upload.arrow"
-    broker.store.put(uploaded, payload)
+    broker._store.put(uploaded, payload)
     open_keys = [s["object_key"] for s in broker.describe_transaction("long.job").segments]
     later_key = segments(broker, "t")[-1][2]
 
@@ -87,7 +87,7 @@ def test_gc_never_touches_an_open_transaction(backend):
     assert broker.beginning_offsets([TopicPartition("t", 0)]) == {TopicPartition("t", 0): 5}
 
     # the upload is registered late, then the transaction commits: all of it is readable
-    broker.coordinator.register_uploaded(job.transaction_handle(), [SegmentWrite(
+    broker._coordinator.register_uploaded(job.transaction_handle(), [SegmentWrite(
         topic_id, "t", 0, 2, len(payload), uploaded, -1, int(time.time() * 1000))])
     job.commit_transaction()
     assert read_all(broker, "t") == [(5, 5), (6, 6), (7, 7), (8, 99), (9, 8), (10, 9)]
@@ -113,10 +113,10 @@ def test_gc_deletes_aborted_expired_and_old_orphans(backend):
     kept_keys = [s[2] for s in segments(broker, "kept")]
     young = f"topics/{kept}/0/young-orphan.arrow"
     old = f"topics/{bounded}/0/crashed-writer.arrow"
-    broker.store.put(young, b"young")
-    broker.store.put(old, b"old")
+    broker._store.put(young, b"young")
+    broker._store.put(old, b"old")
     if backend.name == "sqlite":  # a local object can be made old; S3 sets its own times
-        path = os.path.join(broker.store.root, old)
+        path = os.path.join(broker._store.root, old)
         os.utime(path, (time.time() - 2 * 86400, time.time() - 2 * 86400))
     old_is_old = backend.name == "sqlite"
 
@@ -158,13 +158,13 @@ def test_orphan_grace_is_measured_by_age(backend):
     topic_id = broker.create_topic("t", schema=SCHEMA).topic_id
     grace = 2500
     old = f"topics/{topic_id}/0/old.arrow"
-    broker.store.put(old, b"old")
+    broker._store.put(old, b"old")
     deadline = time.monotonic() + 60
-    while not any(o.key == old and o.age_ms > grace + 100 for o in find_orphans(broker.db, broker.store)):
+    while not any(o.key == old and o.age_ms > grace + 100 for o in find_orphans(broker._db, broker._store)):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     young = f"topics/{topic_id}/0/young.arrow"
-    broker.store.put(young, b"young")
+    broker._store.put(young, b"young")
     report = broker.gc(orphan_grace_ms=grace)
     assert (report.orphans_deleted, report.orphans_within_grace) == (1, 1)
     assert not exists(broker, old) and exists(broker, young)
@@ -179,8 +179,8 @@ def test_fsck_detects_a_deleted_object_and_a_corrupted_size(backend):
     assert clean == {"ok": True, "problems": [], "warnings": [], "counts": {}, "partitions_checked": 2,
                      "segments_checked": 3, "objects_checked": 3}
     (_, _, deleted, _), (_, _, corrupted, _), _ = segments(broker, "t")
-    broker.store.delete([deleted])
-    broker.store.put(corrupted, broker.store.get(corrupted) + b"garbage")
+    broker._store.delete([deleted])
+    broker._store.put(corrupted, broker._store.get(corrupted) + b"garbage")
 
     human = run(backend, "fsck", expect=1).out.splitlines()
     assert any(ln.startswith("PROBLEM  missing_object") and deleted in ln for ln in human)
@@ -198,7 +198,7 @@ def test_fsck_detects_a_deleted_object_and_a_corrupted_size(backend):
 def _tamper(backend, broker, *statements):
     """Change the metadata behind the broker's back, foreign keys off (a damaged database)."""
     if backend.name == "sqlite":
-        conn = sqlite3.connect(broker.db.url.database)
+        conn = sqlite3.connect(broker._db.url.database)
         try:
             for s in statements:
                 conn.execute(s)
@@ -206,7 +206,7 @@ def _tamper(backend, broker, *statements):
         finally:
             conn.close()
         return
-    with broker.db.engine.begin() as conn:
+    with broker._db.engine.begin() as conn:
         conn.execute(sa.text("SET LOCAL session_replication_role = replica"))
         for s in statements:
             conn.execute(sa.text(s))

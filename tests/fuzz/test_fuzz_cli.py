@@ -33,8 +33,8 @@ BAD_INPUT = (2,)  # malformed input: exit 2, nothing written
 def run_cli(broker, *args: str) -> tuple[int, str, str]:
     from txn_broker.cli.main import main
 
-    url = broker.db.url.render_as_string(hide_password=False)
-    argv = ["--database-url", url, "--storage-url", broker.store.url, *args]
+    url = broker._db.url.render_as_string(hide_password=False)
+    argv = ["--database-url", url, "--storage-url", broker._store.url, *args]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

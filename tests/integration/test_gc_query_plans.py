@@ -47,10 +47,10 @@ def test_gc_and_fsck_queries_use_indexes(backend):
     if backend.name != "postgres":
         pytest.skip("query plans are checked on PostgreSQL")
     broker = backend.connect()
-    _fill(broker.db.engine)
-    q = broker.db.queries
+    _fill(broker._db.engine)
+    q = broker._db.queries
     part = {"topic_id": 1, "partition_no": 3}
-    with broker.db.engine.connect() as conn:
+    with broker._db.engine.connect() as conn:
         aborts = _plan(conn, q["unpurged_aborts"], {"after_txn_id": -1, "after_topic_id": -1,
                                                     "after_partition_no": -1, "limit": 500})
         page = _plan(conn, q["segments_page"], {**part, "after_offset": 20_000, "limit": 500})

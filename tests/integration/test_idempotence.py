@@ -26,9 +26,9 @@ def write(topic_id, seq, key, n=3):
 def test_a_retried_append_is_stored_once(backend):
     broker = backend.connect()
     topic_id = broker.create_topic("t").topic_id
-    ident = ProducerIdentity(None, broker.coordinator.allocate_producer_id(), 0)
-    first = broker.coordinator.append(ident, None, [write(topic_id, 0, "k0")])
-    again = broker.coordinator.append(ident, None, [write(topic_id, 0, "k0")])
+    ident = ProducerIdentity(None, broker._coordinator.allocate_producer_id(), 0)
+    first = broker._coordinator.append(ident, None, [write(topic_id, 0, "k0")])
+    again = broker._coordinator.append(ident, None, [write(topic_id, 0, "k0")])
     assert first[0].base_offset == again[0].base_offset == 0
     assert (first[0].duplicate, again[0].duplicate) == (False, True)
     assert broker.describe_topic("t").partitions[0].high_watermark == 3
@@ -37,13 +37,13 @@ def test_a_retried_append_is_stored_once(backend):
 def test_a_gap_is_rejected(backend):
     broker = backend.connect()
     topic_id = broker.create_topic("t").topic_id
-    ident = ProducerIdentity(None, broker.coordinator.allocate_producer_id(), 0)
-    broker.coordinator.append(ident, None, [write(topic_id, 0, "k0")])
+    ident = ProducerIdentity(None, broker._coordinator.allocate_producer_id(), 0)
+    broker._coordinator.append(ident, None, [write(topic_id, 0, "k0")])
     with pytest.raises(OutOfOrderSequenceError) as info:
-        broker.coordinator.append(ident, None, [write(topic_id, 2, "k2")])
+        broker._coordinator.append(ident, None, [write(topic_id, 2, "k2")])
     assert info.value.fatal
     with pytest.raises(OutOfOrderSequenceError):  # a first append must start at 0
-        broker.coordinator.append(ProducerIdentity(None, ident.producer_id + 100, 0), None,
+        broker._coordinator.append(ProducerIdentity(None, ident.producer_id + 100, 0), None,
                                   [write(topic_id, 1, "x1")])
     assert broker.describe_topic("t").partitions[0].high_watermark == 3
 
@@ -51,10 +51,10 @@ def test_a_gap_is_rejected(backend):
 def test_a_reused_sequence_with_other_data_is_not_a_duplicate(backend):
     broker = backend.connect()
     topic_id = broker.create_topic("t").topic_id
-    ident = ProducerIdentity(None, broker.coordinator.allocate_producer_id(), 0)
-    broker.coordinator.append(ident, None, [write(topic_id, 0, "k0")])
+    ident = ProducerIdentity(None, broker._coordinator.allocate_producer_id(), 0)
+    broker._coordinator.append(ident, None, [write(topic_id, 0, "k0")])
     with pytest.raises(OutOfOrderSequenceError):
-        broker.coordinator.append(ident, None, [write(topic_id, 0, "other")])
+        broker._coordinator.append(ident, None, [write(topic_id, 0, "other")])
 
 
 def test_producer_retries_after_a_lost_reply_without_duplicating(backend):
@@ -84,7 +84,7 @@ def test_producer_retries_after_a_lost_reply_without_duplicating(backend):
 def test_registration_retried_inside_flush_is_stored_once(backend, monkeypatch):
     broker = backend.connect()
     broker.create_topic("t")
-    coordinator = broker.coordinator
+    coordinator = broker._coordinator
     real_append = coordinator.append
     calls = []
 

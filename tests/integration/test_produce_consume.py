@@ -224,13 +224,13 @@ def test_reading_fetches_only_needed_segments(backend):
         producer.send("t", orders(10, i * 10))
         producer.flush()
     fetched = []
-    original = broker.store.get_buffer
+    original = broker._store.get_buffer
 
     def counting_get(key):
         fetched.append(key)
         return original(key)
 
-    broker.store.get_buffer = counting_get
+    broker._store.get_buffer = counting_get
     consumer = broker.consumer()
     consumer.assign([TopicPartition("t", 0)])
     consumer.seek(TopicPartition("t", 0), 85)
@@ -263,20 +263,20 @@ def test_segments_written_before_compression_stay_readable(backend):
 
     broker = backend.connect()
     broker.create_topic("t", schema=SCHEMA, config={"compression.type": "uncompressed"})
-    meta = broker.topics.get("t")
+    meta = broker._topics.get("t")
     legacy = {k: v for k, v in meta.config.items() if k != "compression.type"}
-    broker.db.run(lambda tx: tx.raw("UPDATE topics SET config = :c WHERE topic_id = :t",
+    broker._db.run(lambda tx: tx.raw("UPDATE topics SET config = :c WHERE topic_id = :t",
                                     c=json.dumps(legacy), t=meta.topic_id))
-    broker.topics.forget("t")
+    broker._topics.forget("t")
     assert broker.describe_topic("t").config["compression.type"] == "uncompressed"
     producer = broker.producer()
     producer.send("t", orders(100), partition=0)
     producer.flush()
     for codec in ("zstd", "lz4"):  # as if the topic's config had been changed since
-        broker.db.run(lambda tx, codec=codec: tx.raw(
+        broker._db.run(lambda tx, codec=codec: tx.raw(
             "UPDATE topics SET config = :c WHERE topic_id = :t",
             c=json.dumps({**legacy, "compression.type": codec}), t=meta.topic_id))
-        broker.topics.forget("t")
+        broker._topics.forget("t")
         producer = broker.producer()
         producer.send("t", orders(100, 100 if codec == "zstd" else 200), partition=0)
         producer.flush()

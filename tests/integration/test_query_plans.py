@@ -44,9 +44,9 @@ def test_lso_and_fetch_plans_use_indexes(backend):
     if backend.name != "postgres":
         pytest.skip("query plans are checked on PostgreSQL")
     broker = backend.connect()
-    engine = broker.db.engine
+    engine = broker._db.engine
     _fill(engine)
-    queries = broker.db.queries
+    queries = broker._db.queries
     with engine.connect() as conn:
         lso = _plan(conn, queries["partition_offsets"].text, {"topic_id": 1, "partition_no": 3})
         fetch = _plan(conn, queries["fetch_plan"].text, {

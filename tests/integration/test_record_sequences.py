@@ -22,8 +22,8 @@ def batch(topic_id, first, n, key):
 def test_record_sequences(backend):
     broker = backend.connect()
     topic_id = broker.create_topic("t").topic_id
-    ident = ProducerIdentity(None, broker.coordinator.allocate_producer_id(), 0)
-    append = broker.coordinator.append
+    ident = ProducerIdentity(None, broker._coordinator.allocate_producer_id(), 0)
+    append = broker._coordinator.append
     assert append(ident, None, [batch(topic_id, 0, 5, "a")])[0].base_offset == 0
     assert append(ident, None, [batch(topic_id, 5, 3, "b")])[0].base_offset == 5
     # a retry of the first batch, uploaded again under another key: a duplicate

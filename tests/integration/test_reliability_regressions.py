@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 def local_root(broker) -> Path:
-    return Path(broker.store.root)
+    return Path(broker._store.root)
 
 
 class Unwritable:

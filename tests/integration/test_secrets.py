@@ -49,7 +49,7 @@ WORKLOAD = textwrap.dedent("""
 
     url, storage = os.environ["TXN_BROKER_DATABASE_URL"], os.environ["TXN_BROKER_STORAGE_URL"]
     broker = txn_broker.connect()
-    print(repr(broker), broker.db.url, repr(broker.db.url), broker.db.engine, broker.store.url)
+    print(repr(broker), broker._db.url, repr(broker._db.url), broker._db.engine, broker._store.url)
     broker.create_topic("s", partitions=2)
     p = broker.producer(transactional_id="secret-test")
     p.init_transactions()
@@ -69,9 +69,9 @@ WORKLOAD = textwrap.dedent("""
         url.replace(os.environ["PG_HOSTPORT"], "127.0.0.1:9"), storage))
     attempt("missing database", lambda: txn_broker.connect(url.rsplit("/", 1)[0] + "/no_such_db", storage))
     attempt("unparsable url", lambda: txn_broker.connect(url.replace("postgresql+psycopg2", "postgres ql"), storage))
-    attempt("refused privilege", lambda: create_login(broker.db, "x_user", os.environ["LOGIN_SECRET"],
+    attempt("refused privilege", lambda: create_login(broker._db, "x_user", os.environ["LOGIN_SECRET"],
                                                       "txn_broker_monitor"))
-    attempt("refused DDL", lambda: broker.db.run(lambda tx: tx.raw("DROP TABLE segments")))
+    attempt("refused DDL", lambda: broker._db.run(lambda tx: tx.raw("DROP TABLE segments")))
     os.environ["TXN_BROKER_S3_ENDPOINT_URL"] = "http://127.0.0.1:9"
     from txn_broker.storage.s3 import S3ObjectStore
     s3 = S3ObjectStore("bucket", "prefix", retry_budget_ms=0)

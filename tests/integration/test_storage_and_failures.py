@@ -45,7 +45,7 @@ def test_unreachable_s3_is_a_retriable_storage_error(tmp_path, monkeypatch):
         store.put("k", b"data")
     assert info.value.retriable
     broker = txn_broker.connect(f"sqlite:///{tmp_path}/b.db", "s3://bucket/p", retry_budget_ms=500)
-    broker.store = store
+    broker._store = store
     broker.create_topic("t")
     producer = broker.producer()
     producer.send("t", [{"key": b"k", "value": b"v"}])

@@ -73,13 +73,13 @@ def test_two_brokers_with_their_own_endpoints_and_credentials_in_one_process(
                     producer.send("t", [{"k": f"{name}{i}"}], partition=0)
                 assert consumers[name].poll(max_records=10).column("k").to_pylist() == [f"{name}{i}"]
         for name, broker in brokers.items():
-            assert _access_key(broker.store) == f"key-{name}"
+            assert _access_key(broker._store) == f"key-{name}"
             objects = servers[name].client().list_objects_v2(Bucket=buckets[name]).get("Contents", [])
             assert len(objects) == 3  # three segments, each in its own broker's bucket and server
             other = "b" if name == "a" else "a"
             with pytest.raises(Exception, match="NoSuchBucket"):  # not on the other endpoint
                 servers[other].client().list_objects_v2(Bucket=buckets[name])
-            assert secrets[name] not in repr(broker) + repr(broker.store)
+            assert secrets[name] not in repr(broker) + repr(broker._store)
         assert dict(os.environ) == environ_before  # nothing was written to the environment
         assert not any(secret in value for value in os.environ.values() for secret in secrets.values())
     finally:
@@ -180,7 +180,7 @@ def test_a_storage_outage_reaches_the_caller_within_the_budget(tmp_path):  # typ
         assert broker.describe_topic("t").partitions[0].high_watermark == 0
         started = time.monotonic()
         with pytest.raises(StorageUnavailableError):  # a store call on its own: the same budget
-            broker.store.get("topics/none")
+            broker._store.get("topics/none")
         assert BUDGET_MS / 1000 / 2 < time.monotonic() - started < BUDGET_MS / 1000 + SLACK_S
     finally:
         broker.close()

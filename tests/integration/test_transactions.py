@@ -257,7 +257,7 @@ def test_commit_retried_after_a_lost_reply_succeeds_once(backend):
     assert history.count("CompleteCommit") == 1 and history.count("PrepareCommit") == 1
     # the coordinator itself: EndTxn again for the same transaction is a no-op success
     desc = broker.describe_transaction("r")
-    broker.coordinator.end_transaction(producer.identity, desc.txn_id, commit=True)
+    broker._coordinator.end_transaction(producer.identity, desc.txn_id, commit=True)
     assert [h.to_state for h in broker.describe_transaction("r").history] == history
 
 
@@ -334,7 +334,7 @@ def test_appends_into_an_ended_transaction_or_from_a_stale_epoch_are_refused(bac
 
     broker = backend.connect()
     broker.create_topic("t", schema=SCHEMA)
-    meta = broker.topics.get("t")
+    meta = broker._topics.get("t")
     producer = broker.producer(transactional_id="late")
     producer.init_transactions()
     with producer.transaction():
@@ -345,17 +345,17 @@ def test_appends_into_an_ended_transaction_or_from_a_stale_epoch_are_refused(bac
         return [SegmentWrite(meta.topic_id, "t", 0, 1, 1, f"topics/late-{seq}", seq, 0)]
 
     with pytest.raises(InvalidTxnStateError):  # the transaction it belonged to is over
-        broker.coordinator.append(producer.identity, ended, late_write(1))
+        broker._coordinator.append(producer.identity, ended, late_write(1))
     producer.begin_transaction()
     producer.send("t", rows(1, "open"))
     producer.flush()
     with pytest.raises(InvalidTxnStateError):  # another transaction is open now: still refused
-        broker.coordinator.append(producer.identity, ended, late_write(2))
+        broker._coordinator.append(producer.identity, ended, late_write(2))
     zombie = producer.identity
     broker.producer(transactional_id="late").init_transactions()
     for txn_id in (None, broker.describe_transaction("late").txn_id):
         with pytest.raises(ProducerFencedError):
-            broker.coordinator.append(zombie, txn_id, late_write(2))
+            broker._coordinator.append(zombie, txn_id, late_write(2))
     assert broker.describe_topic("t").partitions[0].high_watermark == 2
 
 
@@ -367,7 +367,7 @@ def test_lost_replies_of_the_first_add_partitions_and_append_are_joined_not_dupl
     producer = broker.producer(transactional_id="lost")
     producer.init_transactions()
     producer.begin_transaction()
-    coordinator = broker.coordinator
+    coordinator = broker._coordinator
     add_partitions, append, added, sent = coordinator.add_partitions, coordinator.append, [], []
 
     def add_partitions_reply_lost_once(ident, partitions):
@@ -422,16 +422,16 @@ def test_abort_after_a_failed_first_append_aborts_what_it_opened(backend):
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("t", rows(2))
-    append = broker.coordinator.append
+    append = broker._coordinator.append
 
     def append_then_fail(ident, txn_id, writes):
         append(ident, txn_id, writes)
         raise InjectedFault("the caller never learns that the append was stored")
 
-    broker.coordinator.append = append_then_fail
+    broker._coordinator.append = append_then_fail
     with pytest.raises(InjectedFault):
         producer.flush()
-    broker.coordinator.append = append
+    broker._coordinator.append = append
     assert broker.describe_transaction("unsure").state == "Ongoing"
     producer.abort_transaction()
     assert broker.describe_transaction("unsure").state == "CompleteAbort"

@@ -18,7 +18,7 @@ def consume_all(broker: Any, topic: str, isolation_level: str = "read_committed"
     if not parts:
         from txn_broker.log.segment_format import read_schema
 
-        return read_schema(broker.topics.get(topic, refresh=True).schema).empty_table()
+        return read_schema(broker._topics.get(topic, refresh=True).schema).empty_table()
     return pa.concat_tables(parts)
 
 
@@ -40,8 +40,8 @@ def produce(broker: Any, topic: str, rows: list[dict[str, Any]], *, transactiona
 
 def stored_keys(broker: Any, topic: str | None = None) -> set[str]:
     """Object keys in storage (of ``topic``'s segments only, when given)."""
-    prefix = "topics/" if topic is None else f"topics/{broker.topics.get(topic).topic_id}/"
-    return {o.key for o in broker.store.list(prefix)}
+    prefix = "topics/" if topic is None else f"topics/{broker._topics.get(topic).topic_id}/"
+    return {o.key for o in broker._store.list(prefix)}
 
 
 def registered_keys(broker: Any, topic: str | None = None) -> set[str]:

@@ -53,8 +53,8 @@ def test_failed_task_attempts_leave_the_output_exactly_once(spark, broker, tmp_p
     # buffer (and reaches the writer) long before the transform fails
     broker.create_topic("tf_out", partitions=3, schema=OUT.append(pa.field("pad", pa.string())))
 
-    out_id = broker.topics.get("tf_out").topic_id
-    storage_url, storage_options = broker.store.url, broker.store.options()
+    out_id = broker._topics.get("tf_out").topic_id
+    storage_url, storage_options = broker._store.url, broker._store.options()
 
     def fail_first_attempt(batches):  # type: ignore[no-untyped-def]
         import time

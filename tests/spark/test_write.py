@@ -125,7 +125,7 @@ def test_a_fenced_writer_registers_nothing(spark, broker, backend, tmp_path: Pat
     zombie.begin_transaction()
     options = ts.write_options(broker, zombie)
     marker = tmp_path / "fenced-once"
-    database_url, storage_url, storage_options = backend.database_url, backend.storage_url, broker.store.options()
+    database_url, storage_url, storage_options = backend.database_url, backend.storage_url, broker._store.options()
 
     def take_over(batches):  # type: ignore[no-untyped-def]
         # A newer instance of the same transactional id starts while the job runs.

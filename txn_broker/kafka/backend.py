@@ -97,7 +97,7 @@ class KafkaBackend:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._cache = SegmentCache(broker.store, max_bytes=128 * 1024 * 1024)
+        self._cache = SegmentCache(broker._store, max_bytes=128 * 1024 * 1024)
         #: producer id of the writes of non-idempotent clients (acks without a producer id)
         self._anonymous_pid: int | None = None
 
@@ -108,7 +108,7 @@ class KafkaBackend:
         last: TxnBrokerError | None = None
         for _attempt in range(5):  # two listeners starting at once may pick the same next id
             try:
-                return int(self.broker.db.run(lambda tx: tx.scalar("register_kafka_listener", host=host, port=port)))
+                return int(self.broker._db.run(lambda tx: tx.scalar("register_kafka_listener", host=host, port=port)))
             except TxnBrokerError as error:
                 last = error
                 time.sleep(0.05)
@@ -116,19 +116,19 @@ class KafkaBackend:
         raise last
 
     def listener_heartbeat(self, node_id: int) -> None:
-        self.broker.db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
+        self.broker._db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
 
     def live_listeners(self, max_age_ms: int) -> list[Node]:
-        rows = self.broker.db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
+        rows = self.broker._db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
         return [Node(int(r.node_id), str(r.host), int(r.port)) for r in rows]
 
     def unregister_listener(self, node_id: int) -> None:
-        self.broker.db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))
+        self.broker._db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))
 
     # -- topics ----------------------------------------------------------------------------
 
     def topic(self, name: str) -> TopicInfo:
-        meta = self.broker.topics.get(name, refresh=True)
+        meta = self.broker._topics.get(name, refresh=True)
         return TopicInfo(meta.name, meta.partition_count)
 
     def list_topics(self) -> list[TopicInfo]:
@@ -161,7 +161,7 @@ class KafkaBackend:
         self.broker.delete_topic(name)
 
     def _meta(self, topic: str, partition: int) -> TopicMeta:
-        meta = self.broker.topics.get(topic)
+        meta = self.broker._topics.get(topic)
         validate_partition(partition, meta.partition_count, topic)
         return meta
 
@@ -197,14 +197,14 @@ class KafkaBackend:
             max_timestamp_ms=max(ts.to_pylist()),
             last_sequence=batch.base_sequence + n - 1 if idempotent else None,
         )
-        store = self.broker.store
+        store = self.broker._store
         retrying(lambda: store.put(write.object_key, payload))
         try:
             if idempotent:
-                results = retrying(lambda: self.broker.coordinator.append(ident, txn_id, [write]))
+                results = retrying(lambda: self.broker._coordinator.append(ident, txn_id, [write]))
             else:
                 handle = TransactionHandle(None, ident.producer_id, ident.epoch, None)
-                results = retrying(lambda: self.broker.coordinator.register_uploaded(handle, [write]))
+                results = retrying(lambda: self.broker._coordinator.register_uploaded(handle, [write]))
         except TxnBrokerError:
             self._forget(write.object_key)
             raise
@@ -216,20 +216,20 @@ class KafkaBackend:
 
     def _forget(self, key: str) -> None:
         try:
-            self.broker.store.delete([key])
+            self.broker._store.delete([key])
         except StorageUnavailableError as error:  # an orphan: gc removes it
             log.warning("could not delete unregistered object %s: %s", key, error)
 
     def _anonymous(self) -> int:
         if self._anonymous_pid is None:
-            self._anonymous_pid = self.broker.coordinator.allocate_producer_id()
+            self._anonymous_pid = self.broker._coordinator.allocate_producer_id()
         return self._anonymous_pid
 
     def _open_transaction(self, ident: ProducerIdentity) -> int:
         """The transaction this producer instance has open (KIP-890: a transactional
         produce must follow AddPartitionsToTxn; it never starts a transaction)."""
-        self.broker.coordinator.check_not_fenced(ident)
-        row = self.broker.db.run(
+        self.broker._coordinator.check_not_fenced(ident)
+        row = self.broker._db.run(
             lambda tx: tx.one("transactional_id_fence_check", transactional_id=ident.transactional_id),
             write=False)
         if row is None or row.state != TxnState.ONGOING.value or row.txn_id is None:
@@ -268,7 +268,7 @@ class KafkaBackend:
     def offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """(log start, high watermark, last stable offset)."""
         meta = self._meta(topic, partition)
-        offsets, _ = plan_fetch(self.broker.db, meta.topic_id, partition, None, READ_COMMITTED)
+        offsets, _ = plan_fetch(self.broker._db, meta.topic_id, partition, None, READ_COMMITTED)
         if offsets is None:
             raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
         return offsets.log_start_offset, offsets.high_watermark, offsets.last_stable_offset
@@ -279,7 +279,7 @@ class KafkaBackend:
         aborted transaction's records) come as a control batch that clients skip."""
         meta = self._meta(topic, partition)
         isolation = _isolation(isolation_level)
-        offsets, segments = plan_fetch(self.broker.db, meta.topic_id, partition, offset, isolation)
+        offsets, segments = plan_fetch(self.broker._db, meta.topic_id, partition, offset, isolation)
         if offsets is None:
             raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
         if not offsets.log_start_offset <= offset <= offsets.high_watermark:
@@ -331,7 +331,7 @@ class KafkaBackend:
         else the first offset whose timestamp is at or after ``timestamp``."""
         meta = self._meta(topic, partition)
         isolation = _isolation(isolation_level)
-        offsets, segments = plan_fetch(self.broker.db, meta.topic_id, partition, 0, isolation, max_segments=10_000)
+        offsets, segments = plan_fetch(self.broker._db, meta.topic_id, partition, 0, isolation, max_segments=10_000)
         if offsets is None:
             raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
         end = offsets.end(isolation)
@@ -356,9 +356,9 @@ class KafkaBackend:
         if transactional_id is None:
             if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:  # an idempotent producer's epoch bump
                 return producer_id, epoch + 1
-            return self.broker.coordinator.allocate_producer_id(), 0
+            return self.broker._coordinator.allocate_producer_id(), 0
         current = ProducerIdentity(transactional_id, producer_id, epoch) if producer_id >= 0 else None
-        ident = self.broker.coordinator.init_transactions(transactional_id, timeout_ms, current=current)
+        ident = self.broker._coordinator.init_transactions(transactional_id, timeout_ms, current=current)
         return ident.producer_id, ident.epoch
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
@@ -368,14 +368,14 @@ class KafkaBackend:
             meta = self._meta(topic, partition)
             ids.append((meta.topic_id, partition))
         ident = ProducerIdentity(transactional_id, producer_id, epoch)
-        self.broker.coordinator.add_partitions(ident, ids)
+        self.broker._coordinator.add_partitions(ident, ids)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
         """AddOffsetsToTxn: opens the transaction; the offsets come with TxnOffsetCommit."""
         from ..names import validate_id
 
         validate_id("group id", group_id)
-        self.broker.coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
+        self.broker._coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
         self.broker.check_offset(self._meta(topic, partition), partition, offset)
@@ -384,11 +384,11 @@ class KafkaBackend:
                           offsets: dict[tuple[str, int], int]) -> None:
         rows = [(self._meta(t, p).topic_id, p, o) for (t, p), o in offsets.items()]
         if rows:
-            self.broker.coordinator.add_offsets(ProducerIdentity(transactional_id, producer_id, epoch),
+            self.broker._coordinator.add_offsets(ProducerIdentity(transactional_id, producer_id, epoch),
                                                 group_id, rows)
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
-        self.broker.coordinator.end_transaction(ProducerIdentity(transactional_id, producer_id, epoch),
+        self.broker._coordinator.end_transaction(ProducerIdentity(transactional_id, producer_id, epoch),
                                                 None, commit=commit)
 
     def list_transactions(self, states: Iterable[str]) -> list[Any]:

@@ -173,7 +173,7 @@ def resolve_offsets(broker: Broker, topics: str | Iterable[str], starting: str =
     OffsetOutOfRangeError (an offset outside the log; with ``fail_on_data_loss=False`` a
     start below the log start, deleted by retention, moves up to the log start instead)."""
     names = [topics] if isinstance(topics, str) else list(topics)
-    metas = [broker.topics.get(t, refresh=True) for t in dict.fromkeys(names)]
+    metas = [broker._topics.get(t, refresh=True) for t in dict.fromkeys(names)]
     start_spec = parse_offsets("startingOffsets", starting, EARLIEST)
     end_spec = parse_offsets("endingOffsets", ending, LATEST)
     if end_spec.default == EARLIEST or EARLIEST in end_spec.per_partition.values():
@@ -238,7 +238,7 @@ def resolve_offsets(broker: Broker, topics: str | Iterable[str], starting: str =
             ranges = _atomic_ends(tx, metas, ranges, latest_ends)
         return OffsetRanges(tuple(ranges), isolation_level, group_id)
 
-    return broker.db.read(work)
+    return broker._db.read(work)
 
 
 def _atomic_ends(tx: Tx, metas: list[TopicMeta], ranges: list[OffsetRange],

@@ -158,11 +158,11 @@ def connection_options(broker: Any) -> dict[str, str]:
     region, credentials). They contain the database password and the S3 secret key: pass
     them to Spark, never print them."""
     opts = {
-        "database.url": broker.db.url.render_as_string(hide_password=False),
-        "storage.url": broker.store.url,
+        "database.url": broker._db.url.render_as_string(hide_password=False),
+        "storage.url": broker._store.url,
     }
     names = {name: option for option, name in STORAGE_OPTIONS.items()}
-    for name, value in broker.store.options().items():
+    for name, value in broker._store.options().items():
         opts[names[name]] = value
     return opts
 

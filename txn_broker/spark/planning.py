@@ -99,7 +99,7 @@ def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_rec
                 min_partitions: int | None = None) -> list[TopicSplit]:
     """The splits of a read of ``ranges`` (one database snapshot). Empty ranges, and
     ranges holding no visible record, give no split."""
-    ids = {name: broker.topics.get(name).topic_id for name in ranges.topics}
+    ids = {name: broker._topics.get(name).topic_id for name in ranges.topics}
 
     def work(tx: Tx) -> list[TopicSplit]:
         splits: list[TopicSplit] = []
@@ -124,7 +124,7 @@ def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_rec
                 splits.append(current)
         return splits
 
-    splits = broker.db.read(work)
+    splits = broker._db.read(work)
     if min_partitions:
         splits = _at_least(splits, min_partitions)
     return splits

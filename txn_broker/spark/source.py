@@ -71,7 +71,7 @@ class TxnTopicDataSource(DataSource):
                 ranges = resolve_offsets(
                     broker, read.topics, read.starting, read.ending, isolation_level=read.isolation_level,
                     group_id=read.group_id, fail_on_data_loss=read.fail_on_data_loss)
-                schemas = tuple((t, schema_to_text(broker.topics.get(t).schema)) for t in read.topics)
+                schemas = tuple((t, schema_to_text(broker._topics.get(t).schema)) for t in read.topics)
             plan = ReadPlan(schemas, ranges.to_json())
             self._read_plan = plan
         return plan

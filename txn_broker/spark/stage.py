@@ -115,7 +115,7 @@ class Stage:
 
         Raises SchemaMismatchError (before any task runs), ProducerFencedError, or the
         broker error that failed the Spark job."""
-        meta = self.broker.topics.get(topic, refresh=True)
+        meta = self.broker._topics.get(topic, refresh=True)
         write_columns(df.schema, meta.schema, topic)
         handle = self.producer.transaction_handle()
         writer = df.write.format("txn_topic").mode("append").option("topic", topic)

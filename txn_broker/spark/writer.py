@@ -77,12 +77,12 @@ def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> Txn
     write = opts.write_options(options)
     conn = opts.connection(options)
     with conn.open_broker() as broker:
-        meta = broker.topics.get(write.topic, refresh=True)
+        meta = broker._topics.get(write.topic, refresh=True)
         write_columns(schema, meta.schema, write.topic)
         if write.key_column is not None and write.key_column not in meta.schema.names:
             raise SchemaMismatchError(f"key.column {write.key_column!r} is not a column of topic {write.topic!r}")
         if write.handle is not None:
-            broker.coordinator.check_not_fenced(write.handle.identity)  # fail fast; commit checks under lock
+            broker._coordinator.check_not_fenced(write.handle.identity)  # fail fast; commit checks under lock
     target = TopicTarget(meta.name, meta.topic_id, meta.partition_count, schema_to_text(meta.schema),
                          meta.max_message_bytes, meta.compression)
     return TxnTopicWriter(conn, target, write, uuid.uuid4().hex[:16])
@@ -130,8 +130,8 @@ class TxnTopicWriter(DataSourceArrowWriter):
         with self.connection.open_broker() as broker:
             handle = self.handle
             if handle is None:  # idempotent, no transaction: a producer id of its own
-                handle = TransactionHandle(None, broker.coordinator.allocate_producer_id(), 0, None)
-            results = retrying(lambda: broker.coordinator.register_uploaded(handle, writes),
+                handle = TransactionHandle(None, broker._coordinator.allocate_producer_id(), 0, None)
+            results = retrying(lambda: broker._coordinator.register_uploaded(handle, writes),
                                broker.settings.retry_budget_ms)
         fault_point("spark.after_register")
         log.info("txn_topic write %s: registered %d segment(s), %d record(s) in %s (transaction %s)",
