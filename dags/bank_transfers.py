@@ -89,7 +89,7 @@ with DAG(
         tid = default_transactional_id(ti.dag_id, ti.task_id, ti.map_index)
         hook = TxnBrokerHook()
         broker = hook.get_conn()
-        producer = broker.producer(transactional_id=tid, transaction_timeout_ms=60_000)
+        producer = broker.producer(transactional_id=tid)
         consumer = broker.consumer(group_id=tid, isolation_level="read_committed")
         done = {"committed": 0, "rejected": 0}
         try:

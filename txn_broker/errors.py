@@ -163,6 +163,14 @@ class StorageUnavailableError(TxnBrokerError):
     retriable = True
 
 
+class StoragePermissionError(TxnBrokerError):
+    """The object store refused the request itself: wrong or expired credentials, no
+    permission on the bucket or prefix, or no such bucket. Fix the storage settings;
+    retrying cannot help."""
+
+    fatal = True
+
+
 class CorruptSegmentError(TxnBrokerError):
     """A segment object is missing or does not match its metadata (run `txn-broker fsck`)."""
 

@@ -14,7 +14,12 @@ import pytest
 from _servers import AWS_TEST_ENV, PostgresServer, S3Server
 
 import txn_broker
-from txn_broker.errors import DatabaseUnavailableError, InvalidConfigError, StorageUnavailableError
+from txn_broker.errors import (
+    DatabaseUnavailableError,
+    InvalidConfigError,
+    StoragePermissionError,
+    StorageUnavailableError,
+)
 from txn_broker.migrations import upgrade
 from txn_broker.storage import open_store
 
@@ -182,5 +187,27 @@ def test_a_storage_outage_reaches_the_caller_within_the_budget(tmp_path):  # typ
         with pytest.raises(StorageUnavailableError):  # a store call on its own: the same budget
             broker._store.get("topics/none")
         assert BUDGET_MS / 1000 / 2 < time.monotonic() - started < BUDGET_MS / 1000 + SLACK_S
+    finally:
+        broker.close()
+
+
+def test_a_store_that_refuses_the_request_fails_at_once(s3_server, tmp_path):  # type: ignore[no-untyped-def]
+    """Wrong settings (here a bucket the endpoint does not have) are not an outage: the
+    error is fatal StoragePermissionError, raised without spending the retry budget."""
+    broker = txn_broker.connect(
+        f"sqlite:///{tmp_path}/b.db", f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/segments",
+        retry_budget_ms=30_000,
+        storage_options={"endpoint_url": s3_server.endpoint_url, "aws_access_key_id": "k",
+                         "aws_secret_access_key": "s", "region_name": "us-east-1"})
+    try:
+        broker.create_topic("t", schema=SCHEMA)
+        producer = broker.producer()
+        producer.send("t", [{"k": "x"}], partition=0)
+        started = time.monotonic()
+        with pytest.raises(StoragePermissionError, match="NoSuchBucket") as info:
+            producer.flush()
+        assert info.value.fatal and not info.value.retriable
+        assert time.monotonic() - started < SLACK_S
+        assert broker.describe_topic("t").partitions[0].high_watermark == 0
     finally:
         broker.close()

@@ -39,6 +39,7 @@ _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (e.IllegalStateError, ErrorCode.invalid_txn_state),
     (e.DatabaseUnavailableError, ErrorCode.coordinator_not_available),
     (e.StorageUnavailableError, ErrorCode.kafka_storage_error),
+    (e.StoragePermissionError, ErrorCode.kafka_storage_error),
     (e.CorruptSegmentError, ErrorCode.kafka_storage_error),
     (e.DatabasePermissionError, ErrorCode.cluster_authorization_failed),
     (e.SchemaVersionError, ErrorCode.unknown_server_error),

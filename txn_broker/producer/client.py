@@ -62,7 +62,9 @@ class Producer:
 
     def __init__(self, coordinator: Coordinator, topics: Topics, db: Database, store: ObjectStore,
                  settings: Settings, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60_000) -> None:
+                 transaction_timeout_ms: int | None = None) -> None:
+        if transaction_timeout_ms is None:  # the one default: Settings.transaction_timeout_ms
+            transaction_timeout_ms = settings.transaction_timeout_ms
         self._coordinator = coordinator
         self._topics = topics
         self._db = db

@@ -31,7 +31,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..config import resolve_database_url, resolve_storage_url
+from ..config import Settings, resolve_database_url, resolve_storage_url
 from ..errors import InvalidConfigError
 from ..log.partition import ISOLATION_LEVELS, READ_COMMITTED
 from ..log.types import TransactionHandle
@@ -55,7 +55,8 @@ HANDLE_OPTIONS = ("transactional.id", "producer.id", "producer.epoch", "txn.id")
 WRITE_OPTIONS = ("topic", "key.column", "segment.bytes", *HANDLE_OPTIONS)
 #: Spark's default ``spark.sql.files.maxPartitionBytes``
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
-DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+#: the broker's own default (Settings.segment_bytes)
+DEFAULT_SEGMENT_BYTES = Settings().segment_bytes
 
 
 class Secret:

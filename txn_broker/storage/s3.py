@@ -34,7 +34,7 @@ from botocore.exceptions import (
 )
 
 from ..config import s3_endpoint_url
-from ..errors import InvalidConfigError, StorageUnavailableError
+from ..errors import InvalidConfigError, StoragePermissionError, StorageUnavailableError
 from ..retry import DEFAULT_RETRY_BUDGET_MS, retrying
 from .base import ObjectData, ObjectInfo, ObjectNotFoundError
 
@@ -49,6 +49,12 @@ _TRANSIENT_CODES = {
     "InternalError", "ServiceUnavailable", "TransactionInProgressException",
 }
 _ADDRESSING_STYLES = ("auto", "virtual", "path")
+#: error codes that say the request itself is refused: the settings are wrong, and no retry
+#: can help (StoragePermissionError)
+_REFUSED_CODES = {
+    "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket",
+    "InvalidBucketName", "AuthorizationHeaderMalformed", "ExpiredToken", "InvalidToken", "AccountProblem",
+}
 
 
 def _transient(error: BaseException) -> bool:
@@ -122,11 +128,12 @@ class S3ObjectStore:
         """``request`` under the retry policy: transient failures are tried again."""
         return retrying(request, self.retry_budget_ms, retriable=_transient)
 
-    def _fail(self, action: str, key: str, error: Exception) -> StorageUnavailableError:
+    def _fail(self, action: str, key: str, error: Exception) -> StorageUnavailableError | StoragePermissionError:
         detail = error.response.get("Error", {}).get("Code") if isinstance(error, ClientError) else ""
-        return StorageUnavailableError(
-            f"S3 {action} of {self.bucket}/{self.prefix}{key} failed: {type(error).__name__} {detail}".strip()
-        )
+        message = f"S3 {action} of {self.bucket}/{self.prefix}{key} failed: {type(error).__name__} {detail}".strip()
+        if detail in _REFUSED_CODES:
+            return StoragePermissionError(f"{message}; check the storage settings (endpoint, bucket, credentials)")
+        return StorageUnavailableError(message)
 
     def put(self, key: str, data: ObjectData) -> None:
         # botocore takes bytes or a file object; one copy of a buffer is cheap next to the upload
