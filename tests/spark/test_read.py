@@ -255,9 +255,14 @@ def test_storage_settings_travel_in_the_options_and_stay_out_of_plans(spark, bac
         bucket = other.new_bucket()
         with txn_broker.connect(backend.database_url, f"s3://{bucket}/segments", storage_options={
                 "endpoint_url": other.endpoint_url, "region_name": "us-east-1", "aws_access_key_id": "spark-key",
-                "aws_secret_access_key": secret, "aws_session_token": token}) as own:
+                "aws_secret_access_key": secret, "aws_session_token": token}, retry_budget_ms=4321) as own:
             options = ts.connection_options(own)
             assert options["s3.endpoint.url"] == other.endpoint_url and options["s3.secret.access.key"] == secret
+            # executors retry as the driver's broker does
+            from txn_broker.spark.options import connection
+
+            assert options["retry.budget.ms"] == "4321"
+            assert connection(options).storage().open_store().retry_budget_ms == 4321
             own.create_topic("elsewhere", partitions=2, schema=SCHEMA)
             produce(own, "elsewhere", rows(0, 5))
             df = spark.read.format("txn_topic").options(**options).option("topic", "elsewhere").load()

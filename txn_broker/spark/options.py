@@ -36,6 +36,7 @@ from ..errors import InvalidConfigError
 from ..log.partition import ISOLATION_LEVELS, READ_COMMITTED
 from ..log.types import TransactionHandle
 from ..names import validate_id, validate_topic_name
+from ..retry import DEFAULT_RETRY_BUDGET_MS
 
 #: data source option -> storage option (txn_broker.storage.S3_OPTIONS)
 STORAGE_OPTIONS = {
@@ -46,7 +47,7 @@ STORAGE_OPTIONS = {
     "s3.session.token": "aws_session_token",
     "s3.addressing.style": "addressing_style",
 }
-CONNECTION_OPTIONS = ("database.url", "storage.url", *STORAGE_OPTIONS)
+CONNECTION_OPTIONS = ("database.url", "storage.url", "retry.budget.ms", *STORAGE_OPTIONS)
 READ_OPTIONS = (
     "topic", "topics", "subscribe", "group.id", "startingoffsets", "endingoffsets", "isolation.level",
     "failondataloss", "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
@@ -94,7 +95,8 @@ class Connection:
         import txn_broker
 
         return txn_broker.connect(self.database_url.reveal(), self.location.url,
-                                  storage_options=self.location.storage_options(), pool_size=1)
+                                  storage_options=self.location.storage_options(), pool_size=1,
+                                  retry_budget_ms=self.location.retry_budget_ms)
 
     def storage(self) -> StorageLocation:
         return self.location
@@ -107,26 +109,28 @@ class StorageLocation:
 
     url: str
     options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: the driver's broker's retry budget (``retry.budget.ms``): executors retry as it does
+    retry_budget_ms: int = DEFAULT_RETRY_BUDGET_MS
 
     def storage_options(self) -> dict[str, str]:
         return dict(self.options)
 
     def open_store(self) -> Any:
-        return _store(self.url, self.options)
+        return _store(self.url, self.options, self.retry_budget_ms)
 
 
-_stores: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_stores: dict[tuple[str, tuple[tuple[str, str], ...], int], Any] = {}
 
 
-def _store(url: str, options: tuple[tuple[str, str], ...]) -> Any:
+def _store(url: str, options: tuple[tuple[str, str], ...], retry_budget_ms: int) -> Any:
     # Spark reuses Python workers across tasks: keep one store (one S3 client) per process
     # and location; two locations (two brokers) never share one.
-    from ..retry import DEFAULT_RETRY_BUDGET_MS
     from ..storage import open_store
 
-    store = _stores.get((url, options))
+    store = _stores.get((url, options, retry_budget_ms))
     if store is None:
-        store = _stores[(url, options)] = open_store(url, retry_budget_ms=DEFAULT_RETRY_BUDGET_MS, **dict(options))
+        store = _stores[(url, options, retry_budget_ms)] = open_store(url, retry_budget_ms=retry_budget_ms,
+                                                                      **dict(options))
     return store
 
 
@@ -150,7 +154,10 @@ def connection(options: Mapping[str, str]) -> Connection:
     given = {k.lower(): v for k, v in options.items()}
     storage = tuple(sorted((name, str(given[option])) for option, name in STORAGE_OPTIONS.items()
                            if given.get(option)))
-    return Connection(Secret(url), StorageLocation(resolve_storage_url(options.get("storage.url") or None), storage))
+    budget = _int(given, "retry.budget.ms", DEFAULT_RETRY_BUDGET_MS, minimum=0)
+    assert budget is not None
+    return Connection(Secret(url), StorageLocation(resolve_storage_url(options.get("storage.url") or None), storage,
+                                                   budget))
 
 
 def connection_options(broker: Any) -> dict[str, str]:
@@ -161,6 +168,7 @@ def connection_options(broker: Any) -> dict[str, str]:
     opts = {
         "database.url": broker._db.url.render_as_string(hide_password=False),
         "storage.url": broker._store.url,
+        "retry.budget.ms": str(broker.settings.retry_budget_ms),
     }
     names = {name: option for option, name in STORAGE_OPTIONS.items()}
     for name, value in broker._store.options().items():
