@@ -9,18 +9,13 @@ against its own rows of the scratch tables, through the same driver as the broke
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 
 import sqlalchemy as sa
 
 from .pg_shape import STATEMENTS, Shape, plan
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from .producer_worker import timed_window
 
 
 def main(argv: list[str]) -> int:
@@ -37,23 +32,9 @@ def main(argv: list[str]) -> int:
 
     with engine.connect() as conn:
         one_commit(conn)
-        print("ready", flush=True)
-        start_at = float(sys.stdin.readline())
-        time.sleep(max(start_at - time.time(), 0))
-        end_at = start_at + duration
-        latencies = []
-        cpu_start = _cpu()
-        while True:
-            begin = time.time()
-            if begin >= end_at:
-                break
-            one_commit(conn)
-            done = time.time()
-            if done <= end_at:
-                latencies.append(done - begin)
-        cpu = _cpu() - cpu_start
+        result = timed_window(lambda: one_commit(conn), duration)
     engine.dispose()
-    print(json.dumps({"commits": len(latencies), "latencies_s": latencies, "cpu_s": cpu}), flush=True)
+    print(json.dumps(result), flush=True)
     return 0
 
 

@@ -14,6 +14,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 import txn_broker
 
@@ -25,15 +26,11 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def main(argv: list[str]) -> int:
-    topic, partition, transactional_id = argv[0], int(argv[1]), argv[2]
-    duration, records, record_bytes = float(argv[3]), int(argv[4]), int(argv[5])
-    batch = data.records(records, record_bytes, seed=partition)
-    broker = txn_broker.connect()
-    producer = broker.producer(transactional_id=transactional_id)
-    producer.init_transactions()
-    with producer.transaction():
-        producer.send(topic, batch, partition=partition)
+def timed_window(step: Callable[[], None], duration: float) -> dict:
+    """Say ``ready``, read the start time from stdin, run ``step`` back to back from then
+    until ``duration`` seconds later: the steps completed in the window, their latencies
+    and the process's CPU seconds (the protocol of the module docstring, which
+    ``bench.pg_shape_worker`` shares)."""
     print("ready", flush=True)
     start_at = float(sys.stdin.readline())
     time.sleep(max(start_at - time.time(), 0))
@@ -44,15 +41,30 @@ def main(argv: list[str]) -> int:
         begin = time.time()
         if begin >= end_at:
             break
-        with producer.transaction():
-            producer.send(topic, batch, partition=partition)
+        step()
         done = time.time()
         if done <= end_at:
             latencies.append(done - begin)
-    cpu = _cpu() - cpu_start
+    return {"commits": len(latencies), "latencies_s": latencies, "cpu_s": _cpu() - cpu_start}
+
+
+def main(argv: list[str]) -> int:
+    topic, partition, transactional_id = argv[0], int(argv[1]), argv[2]
+    duration, records, record_bytes = float(argv[3]), int(argv[4]), int(argv[5])
+    batch = data.records(records, record_bytes, seed=partition)
+    broker = txn_broker.connect()
+    producer = broker.producer(transactional_id=transactional_id)
+    producer.init_transactions()
+
+    def commit() -> None:
+        with producer.transaction():
+            producer.send(topic, batch, partition=partition)
+
+    commit()  # warm-up
+    result = timed_window(commit, duration)
     producer.close()
     broker.close()
-    print(json.dumps({"commits": len(latencies), "latencies_s": latencies, "cpu_s": cpu}), flush=True)
+    print(json.dumps(result), flush=True)
     return 0
 
 
