@@ -10,10 +10,13 @@ the Python API as a user writes it (the idempotent producer flushes once at the 
 transactional one commits every ``txn_mb``), confluent-kafka produces the same records one
 ``produce()`` call each (as a Kafka application does) with the same transaction size, and
 flushes or commits the same way. Consume reads the whole topic at ``read_committed`` with
-the Python consumer (polls of the default size) and with a confluent-kafka consumer
-(``consume()`` in batches of 500), both assigned the partition, until every record has
-arrived. The listener runs in its own
-process; its start-up is not timed."""
+the Python consumer (polls of the default size, 8 MiB) and with a confluent-kafka consumer
+(fetches of the same size, ``consume()`` in batches of 500), both assigned the partition,
+until every record has arrived; each run reads a topic written for it (untimed), so that
+neither side reads what it has cached, and both read the bytes of every value. The
+listener runs in its own process; its start-up is not timed. Next to the wall-time ratios,
+the CPU time per MB of the listener and of the process running the Python API or the
+Kafka client: less noisy on a shared machine."""
 
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from txn_broker.consumer import DEFAULT_POLL_BYTES
 
 from . import data
 from .harness import CaseResult, Figure, Target, interleaved, latency_figure, mb, throughput_ratio
@@ -59,9 +64,10 @@ class Listener:
         self._profiler: subprocess.Popen[bytes] | None = None
         profile = os.environ.get("BENCH_KAFKA_PROFILE")  # a py-spy speedscope file of the listener
         if profile:
-            self._profiler = subprocess.Popen(["py-spy", "record", "--pid", str(self.proc.pid), "--format",
-                                               "speedscope", "--rate", "200", "-o", profile],
-                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            flags = os.environ.get("BENCH_KAFKA_PROFILE_FLAGS", "").split()  # e.g. --native
+            self._profiler = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(self.proc.pid), "--format", "speedscope", "--rate", "200", *flags,
+                 "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system, every thread) the listener has used so far."""
@@ -204,7 +210,13 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         name = filled()
         consumer = Consumer({"bootstrap.servers": listener.bootstrap, "group.id": unique("c9-g"),
                              "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                             "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+                             "enable.auto.commit": False, "fetch.max.bytes": 52_428_800,
+                             # a fetch of the Python consumer's default poll size (8 MiB)
+                             "max.partition.fetch.bytes": DEFAULT_POLL_BYTES})
+        # connected to the partition's leader before the clock starts, as the Python API
+        # is to its database (librdkafka otherwise waits out a timer of about 0.5 s
+        # before its first offset lookup on a connection not yet up)
+        consumer.get_watermark_offsets(KafkaPartition(name, 0), timeout=30)
         start = time.perf_counter()
         # assigned, as the Python consumer is: the group's join protocol is not timed
         consumer.assign([KafkaPartition(name, 0, OFFSET_BEGINNING)])

@@ -53,8 +53,9 @@ from .recordbatch import Batch, RecordColumns, control_batch, encode_columns
 
 log = logging.getLogger(__name__)
 
-#: records per batch in a fetch response
-FETCH_BATCH_RECORDS = 500
+#: bytes (about) per record batch of a fetch response: each batch costs a fixed amount of
+#: work to encode, and clients take batches of any size
+FETCH_BATCH_BYTES = 4 * 1024 * 1024
 MAX_EPOCH = 32767
 
 
@@ -192,7 +193,7 @@ class KafkaBackend:
             object_key=(f"topics/{meta.topic_id}/{partition}/{ident.producer_id}-{ident.epoch}-"
                         f"k{batch.base_sequence}-{uuid.uuid4().hex[:12]}.arrow"),
             base_sequence=batch.base_sequence if idempotent else -1,
-            max_timestamp_ms=int(np.max(ts.to_numpy())),
+            max_timestamp_ms=int(np.max(ts.combine_chunks().to_numpy())),
             last_sequence=batch.base_sequence + n - 1 if idempotent else None,
         )
         store = self.broker.store
@@ -306,18 +307,21 @@ class KafkaBackend:
                 position = stop
                 continue
             rows = read_rows(self._cache.get(seg), seg, position, stop)
-            for start in range(0, rows.num_rows, FETCH_BATCH_RECORDS):
-                chunk = rows.slice(start, FETCH_BATCH_RECORDS)
+            row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
+            start = 0
+            while start < rows.num_rows and not (out and size >= max_bytes):
+                # about the bytes left of the budget (at least one record: Kafka's KIP-74)
+                count = max(min(FETCH_BATCH_BYTES, max_bytes - size) // row_bytes, 1)
+                chunk = rows.slice(start, count)
                 out.append(encode_columns(position, self._to_columns(meta, chunk)))
                 size += len(out[-1])
                 position += chunk.num_rows
-                if size >= max_bytes:
-                    break
+                start += chunk.num_rows
         return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset,
                            b"".join(out))
 
     def _to_columns(self, meta: TopicMeta, table: pa.Table) -> RecordColumns:
-        stamps = table.column("_timestamp").cast(pa.int64()).to_numpy()
+        stamps = table.column("_timestamp").cast(pa.int64()).combine_chunks().to_numpy()
         deltas = np.arange(table.num_rows, dtype=np.int64)
         if meta.schema.equals(DEFAULT_SCHEMA):
             headers = table.column("headers")

@@ -242,7 +242,8 @@ class KafkaServer:
                 response = await self._dispatch(frame, peer, session)
                 if response is None:
                     continue
-                writer.write(len(response).to_bytes(4, "big") + response)
+                writer.write(len(response).to_bytes(4, "big"))
+                writer.write(response)  # not joined to the prefix: a fetch response is megabytes
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return
