@@ -87,6 +87,19 @@ class ProduceResult:
     duplicate: bool
 
 
+@dataclass(frozen=True)
+class PreparedProduce:
+    """A batch checked and uploaded, not yet registered."""
+
+    topic: str
+    partition: int
+    transactional: bool
+    idempotent: bool
+    producer_id: int
+    epoch: int
+    write: SegmentWrite
+
+
 def _isolation(level: int) -> str:
     return READ_COMMITTED if level == 1 else READ_UNCOMMITTED
 
@@ -169,6 +182,13 @@ class KafkaBackend:
     def produce(self, topic: str, partition: int, batch: Batch, transactional_id: str | None) -> ProduceResult:
         """Store one record batch as one segment. Raises the broker's errors (fenced,
         sequence, schema: nothing written)."""
+        return self.commit_produce(self.prepare_produce(topic, partition, batch), transactional_id)
+
+    def prepare_produce(self, topic: str, partition: int, batch: Batch) -> PreparedProduce:
+        """The part of a produce that nothing else sees: the batch checked against the
+        topic and its segment object uploaded (not yet registered: :meth:`commit_produce`
+        registers it, :meth:`discard` deletes it). The listener prepares the next Produce
+        request of a connection while the previous one commits."""
         meta = self._meta(topic, partition)
         if not batch.record_count:
             raise SchemaMismatchError("a record batch without records")
@@ -176,21 +196,17 @@ class KafkaBackend:
         check_record_sizes(table.drop_columns(["_timestamp"]), meta.max_message_bytes, topic)
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
         if batch.transactional:
-            if not transactional_id:
-                raise InvalidTxnStateError("a transactional batch needs the request's transactional id")
-            ident = ProducerIdentity(transactional_id, batch.producer_id, batch.producer_epoch)
-            txn_id = self._open_transaction(ident)
+            pid, epoch = batch.producer_id, batch.producer_epoch
         else:
-            ident = ProducerIdentity(None, batch.producer_id if idempotent else self._anonymous(),
-                                     max(batch.producer_epoch, 0) if idempotent else 0)
-            txn_id = None
+            pid = batch.producer_id if idempotent else self._anonymous()
+            epoch = max(batch.producer_epoch, 0) if idempotent else 0
         n = batch.record_count
         payload = encode_segment(table, meta.compression)
         ts = table.column("_timestamp").cast(pa.int64())
         write = SegmentWrite(
             topic_id=meta.topic_id, topic=meta.name, partition=partition, record_count=n,
             size_bytes=len(payload),
-            object_key=(f"topics/{meta.topic_id}/{partition}/{ident.producer_id}-{ident.epoch}-"
+            object_key=(f"topics/{meta.topic_id}/{partition}/{pid}-{epoch}-"
                         f"k{batch.base_sequence}-{uuid.uuid4().hex[:12]}.arrow"),
             base_sequence=batch.base_sequence if idempotent else -1,
             max_timestamp_ms=int(np.max(ts.combine_chunks().to_numpy())),
@@ -198,8 +214,22 @@ class KafkaBackend:
         )
         store = self.broker.store
         retrying(lambda: store.put(write.object_key, payload))
+        return PreparedProduce(topic, partition, batch.transactional, idempotent, pid, epoch, write)
+
+    def commit_produce(self, prepared: PreparedProduce, transactional_id: str | None) -> ProduceResult:
+        """Register a prepared batch with the coordinator's fencing and sequence checks
+        (any error: its object deleted, nothing written)."""
+        write = prepared.write
         try:
-            if idempotent:
+            if prepared.transactional:
+                if not transactional_id:
+                    raise InvalidTxnStateError("a transactional batch needs the request's transactional id")
+                ident = ProducerIdentity(transactional_id, prepared.producer_id, prepared.epoch)
+                txn_id = self._open_transaction(ident)
+            else:
+                ident = ProducerIdentity(None, prepared.producer_id, prepared.epoch)
+                txn_id = None
+            if prepared.idempotent:
                 results = retrying(lambda: self.broker.coordinator.append(ident, txn_id, [write]))
             else:
                 handle = TransactionHandle(None, ident.producer_id, ident.epoch, None)
@@ -210,8 +240,13 @@ class KafkaBackend:
         result = results[0]
         if result.duplicate:
             self._forget(write.object_key)  # the batch was stored by an earlier attempt
-        offsets = self.broker.beginning_offsets([TopicPartition(topic, partition)])
-        return ProduceResult(result.base_offset, offsets[TopicPartition(topic, partition)], result.duplicate)
+        tp = TopicPartition(prepared.topic, prepared.partition)
+        offsets = self.broker.beginning_offsets([tp])
+        return ProduceResult(result.base_offset, offsets[tp], result.duplicate)
+
+    def discard(self, prepared: PreparedProduce) -> None:
+        """A prepared batch that will not be committed: its object deleted."""
+        self._forget(prepared.write.object_key)
 
     def _forget(self, key: str) -> None:
         try:
