@@ -89,8 +89,7 @@ def test_columnar_decoder_reads_the_reference_records(batches, compression):
 @given(record_lists(headers=False))
 def test_batches_without_headers_take_the_columnar_reader(records):
     data = encode_batch(0, records)
-    payload = memoryview(data)[61:]
-    columns = recordbatch._decode_columns(payload, len(records), records[0].timestamp_ms)
+    columns = recordbatch._decode_columns(data, 61, len(data), len(records), records[0].timestamp_ms)
     assert columns is not None
     assert columns.to_records() == records
 

@@ -247,7 +247,8 @@ def decode_batches(data: bytes | memoryview | None) -> list[Batch]:
     """Every batch of a produce request's ``records`` field, CRC checked."""
     if not data:
         return []
-    buf = memoryview(bytes(data))
+    raw = data if isinstance(data, bytes) else bytes(data)
+    buf = memoryview(raw)
     pos = 0
     batches = []
     while pos < len(buf):
@@ -265,11 +266,13 @@ def decode_batches(data: bytes | memoryview | None) -> list[Batch]:
         (attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq, count) = _AFTER_CRC.unpack_from(buf, body)
         payload = buf[body + _AFTER_CRC.size:end]
         codec = attributes & COMPRESSION_MASK
+        source, begin = raw, body + _AFTER_CRC.size
         if codec != NONE:
-            payload = memoryview(_decompress(codec, bytes(payload)))
+            source, begin = _decompress(codec, bytes(payload)), 0
+            payload = memoryview(source)
         if count < 0 or count > len(payload):
             raise RecordFormatError(f"bad record count {count}")
-        columns = _decode_columns(payload, count, base_ts)
+        columns = _decode_columns(source, begin, begin + len(payload), count, base_ts)
         if columns is None:  # not for the columnar reader: record by record (and its exact error)
             columns = RecordColumns.from_records(_decode_records(payload, count, base_ts))
         batches.append(Batch(base_offset, leader_epoch, attributes, last_delta, base_ts, max_ts, pid, epoch,
@@ -281,8 +284,9 @@ def decode_batches(data: bytes | memoryview | None) -> list[Batch]:
 def _varints_at(data: np.ndarray, pos: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The zig-zag varints starting at ``pos`` (one per record), each ending at or before
     ``stop``: (values, positions after them); None if any is longer than 9 bytes or runs
-    past its stop (``data`` has 10 bytes of padding after the payload)."""
-    window = data[pos[:, None] + np.arange(10)]
+    past its stop. Bytes past the end of ``data`` read as its last one: a varint that
+    needs them runs past its stop."""
+    window = data[np.minimum(pos[:, None] + np.arange(10), len(data) - 1)]
     ends = window < 0x80
     size = ends.argmax(axis=1) + 1  # bytes of each varint
     if not ends.any(axis=1).all() or size.max(initial=1) > 9:
@@ -298,22 +302,21 @@ def _varints_at(data: np.ndarray, pos: np.ndarray, stop: np.ndarray) -> tuple[np
     return values, after
 
 
-def _decode_columns(buf: memoryview, count: int, base_ts: int) -> RecordColumns | None:
-    """The records of a batch's (decompressed) payload a column at a time; None where
-    the record-at-a-time reader must take over (headers, anything unusual or malformed)."""
-    raw_bytes = bytes(buf)
-    end = len(raw_bytes)
+def _decode_columns(data: bytes, begin: int, end: int, count: int, base_ts: int) -> RecordColumns | None:
+    """The records of a batch's (decompressed) payload ``data[begin:end]`` a column at a
+    time, read in place; None where the record-at-a-time reader must take over (headers,
+    anything unusual or malformed)."""
     starts: list[int] = []
     stops: list[int] = []
-    pos = 0
+    pos = begin
     for _ in range(count):  # only the length of each record is read one by one
         if pos + 1 >= end:
             return None
-        raw = raw_bytes[pos]
+        raw = data[pos]
         if raw < 0x80:
             pos += 1
         else:
-            b1 = raw_bytes[pos + 1]
+            b1 = data[pos + 1]
             if b1 >= 0x80:
                 return None
             raw = (raw & 0x7F) | (b1 << 7)
@@ -324,16 +327,16 @@ def _decode_columns(buf: memoryview, count: int, base_ts: int) -> RecordColumns 
         starts.append(pos)
         pos += length
         stops.append(pos)
-    if pos != end:
+    if pos != end or not count:
         return None
-    data = np.frombuffer(raw_bytes + bytes(16), dtype=np.uint8)
+    array = np.frombuffer(data, dtype=np.uint8)
     at = np.array(starts, dtype=np.int64) + 1  # attributes (unused)
     stop = np.array(stops, dtype=np.int64)
     if (at > stop).any():
         return None
     fields = []
     for _field in range(3):  # timestamp delta, offset delta, key length
-        got = _varints_at(data, at, stop)
+        got = _varints_at(array, at, stop)
         if got is None:
             return None
         value, at = got
@@ -345,7 +348,7 @@ def _decode_columns(buf: memoryview, count: int, base_ts: int) -> RecordColumns 
     at = at + np.maximum(key_lengths, 0)
     if (at > stop).any():
         return None
-    got = _varints_at(data, at, stop)
+    got = _varints_at(array, at, stop)
     if got is None:
         return None
     value_lengths, value_starts = got
@@ -354,14 +357,14 @@ def _decode_columns(buf: memoryview, count: int, base_ts: int) -> RecordColumns 
     at = value_starts + np.maximum(value_lengths, 0)
     if (at > stop).any():
         return None
-    got = _varints_at(data, at, stop)
+    got = _varints_at(array, at, stop)
     if got is None:
         return None
     header_counts, at = got
     if header_counts.any() or (at != stop).any():
         return None
-    return RecordColumns(offset_deltas, ts_delta + base_ts, _binary(data, key_starts, key_lengths),
-                         _binary(data, value_starts, value_lengths))
+    return RecordColumns(offset_deltas, ts_delta + base_ts, _binary(array, key_starts, key_lengths),
+                         _binary(array, value_starts, value_lengths))
 
 
 def _binary(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -371,7 +374,7 @@ def _binary(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arr
     sizes = np.maximum(lengths, 0)
     views = np.zeros((n, 16), dtype=np.uint8)
     views[:, 0:4] = sizes.astype("<i4").view(np.uint8).reshape(n, 4)
-    inline = data[starts[:, None] + np.arange(12)]  # data is padded: never out of bounds
+    inline = data[np.minimum(starts[:, None] + np.arange(12), len(data) - 1)]  # zeroed past each value
     inline[np.arange(12) >= sizes[:, None]] = 0
     views[:, 4:16] = inline
     long = sizes > 12  # prefix, buffer 0, offset
