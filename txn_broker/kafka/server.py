@@ -272,7 +272,7 @@ class KafkaServer:
             while not frames.empty():
                 left = frames.get_nowait()
                 if isinstance(left, _Frame) and left.prepared is not None:
-                    asyncio.ensure_future(self._discard(left.prepared))
+                    self._discard_later(left.prepared)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
@@ -290,7 +290,13 @@ class KafkaServer:
                     await frames.put(None)
                     return
                 frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
-                await frames.put(_Frame(frame, self._prepare_ahead(frame, session)))
+                item = _Frame(frame, self._prepare_ahead(frame, session))
+                try:
+                    await frames.put(item)
+                except asyncio.CancelledError:  # the connection ended first
+                    if item.prepared is not None:
+                        self._discard_later(item.prepared)
+                    raise
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - handed to the connection's loop
@@ -326,6 +332,13 @@ class KafkaServer:
                 except (RecordFormatError, TxnBrokerError):
                     continue
         return head, request, ready
+
+    def _discard_later(self, task: asyncio.Task[_Prepared]) -> None:
+        """Discard a preparation's uploads once it is done, in the background (the task is
+        kept referenced until then)."""
+        discarding = asyncio.ensure_future(self._discard(task))
+        self._connections.add(discarding)
+        discarding.add_done_callback(self._connections.discard)
 
     async def _discard(self, task: asyncio.Task[_Prepared]) -> None:
         """Delete the objects of prepared batches that will not be committed."""
