@@ -10,10 +10,13 @@ the Python API as a user writes it (the idempotent producer flushes once at the 
 transactional one commits every ``txn_mb``), confluent-kafka produces the same records one
 ``produce()`` call each (as a Kafka application does) with the same transaction size, and
 flushes or commits the same way. Consume reads the whole topic at ``read_committed`` with
-the Python consumer (polls of the default size) and with a confluent-kafka consumer
-(``consume()`` in batches of 500), both assigned the partition, until every record has
-arrived. The listener runs in its own
-process; its start-up is not timed."""
+the Python consumer (polls of the default size, 8 MiB) and with a confluent-kafka consumer
+(fetches of the same size, ``consume()`` in batches of 500), both assigned the partition,
+until every record has arrived; each run reads a topic written for it (untimed), so that
+neither side reads what it has cached, and both read the bytes of every value. The
+listener runs in its own process; its start-up is not timed. Next to the wall-time ratios,
+the CPU time per MB of the listener and of the process running the Python API or the
+Kafka client: less noisy on a shared machine."""
 
 from __future__ import annotations
 
@@ -26,10 +29,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from txn_broker.consumer import DEFAULT_POLL_BYTES
+
 from . import data
-from .harness import CaseResult, Target, interleaved, latency_figure, mb, throughput_ratio
+from .harness import CaseResult, Figure, Target, interleaved, latency_figure, mb, throughput_ratio
 from .servers import Backend
 from .sizes import Sizes
 from .workload import drop_topic, unique
@@ -55,8 +61,30 @@ class Listener:
             self.stop()
             raise RuntimeError(f"txn-broker serve did not start ({line!r}); see {log_path}")
         self.bootstrap = f"127.0.0.1:{match.group(1)}"
+        self._profiler: subprocess.Popen[bytes] | None = None
+        profile = os.environ.get("BENCH_KAFKA_PROFILE")  # a py-spy speedscope file of the listener
+        if profile:
+            flags = os.environ.get("BENCH_KAFKA_PROFILE_FLAGS", "").split()  # e.g. --native
+            self._profiler = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(self.proc.pid), "--format", "speedscope", "--rate", "200", *flags,
+                 "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def cpu_seconds(self) -> float:
+        """CPU time the listener has used so far, every thread (nanoseconds from each
+        thread's schedstat: /proc/<pid>/stat counts in 10 ms ticks)."""
+        total = 0
+        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError):  # a thread that just ended
+                continue
+        return total / 1e9
 
     def stop(self) -> None:
+        if self._profiler is not None:
+            self._profiler.send_signal(signal.SIGINT)
+            self._profiler.wait(60)
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -96,11 +124,29 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         return name
 
     # the Python API sends the same records with no headers, as the Kafka client does
-    headers = broker.describe_topic(topic()).schema.field("headers").type
+    warmup = topic()
+    headers = broker.describe_topic(warmup).schema.field("headers").type
     chunks = [c.append_column("headers", pa.nulls(c.num_rows, headers)) for c in chunks]
+
+    #: CPU seconds per run of each variant: the listener's (Kafka variants) and this
+    #: process's (the Python API, and the Kafka client itself), the warm-up included
+    serve_cpu: dict[str, list[float]] = {}
+    own_cpu: dict[str, list[float]] = {}
+
+    def measured(name: str, body: Callable[[], float]) -> Callable[[], float]:
+        def run_once() -> float:
+            serve, own = listener.cpu_seconds(), time.process_time()
+            elapsed = body()
+            serve_cpu.setdefault(name, []).append(listener.cpu_seconds() - serve)
+            own_cpu.setdefault(name, []).append(time.process_time() - own)
+            return elapsed
+        return run_once
 
     def py_idempotent() -> float:
         name, producer = topic(), broker.producer()
+        # started before the clock, as the transactional variants are by init_transactions()
+        producer.send(warmup, chunks[0].slice(0, 1), partition=0)
+        producer.flush()
         start = time.perf_counter()
         for chunk in chunks:
             producer.send(name, chunk, partition=0)
@@ -120,6 +166,12 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
 
     def kafka_idempotent() -> float:
         name, producer = topic(), Producer({**common, "enable.idempotence": True})
+        # connected and holding its producer id before the clock, as the transactional
+        # variants are by init_transactions() (librdkafka otherwise spends about 0.5 s on
+        # its start-up timers inside the timed part)
+        _produce(producer, warmup, b"warm-up", b"warm-up")
+        if producer.flush(30):
+            raise RuntimeError("the warm-up record was not delivered through the protocol")
         start = time.perf_counter()
         for chunk in pairs:
             for key, value in chunk:
@@ -142,19 +194,19 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
             producer.commit_transaction(120)
         return time.perf_counter() - start
 
-    produced: dict[str, str] = {}
-
     def filled() -> str:
-        """One topic written once (transactionally) for the consume variants."""
-        if "topic" not in produced:
-            produced["topic"] = topic()
-            producer = broker.producer(transactional_id=unique("c9-fill"))
-            producer.init_transactions()
-            for chunk in chunks:
-                with producer.transaction():
-                    producer.send(produced["topic"], chunk, partition=0)
-            producer.close()
-        return produced["topic"]
+        """A topic written (transactionally, untimed) for one consume run. Each run reads
+        a topic of its own: the listener keeps decoded segments in memory across
+        requests, and a topic read before would be served from there while the Python
+        consumer (a new one each run) reads storage."""
+        name = topic()
+        producer = broker.producer(transactional_id=unique("c9-fill"))
+        producer.init_transactions()
+        for chunk in chunks:
+            with producer.transaction():
+                producer.send(name, chunk, partition=0)
+        producer.close()
+        return name
 
     def py_consume() -> float:
         name = filled()
@@ -163,22 +215,33 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         consumer.subscribe([name])
         seen = 0
         while seen < total:
-            seen += consumer.poll(timeout_s=5).num_rows
-        return time.perf_counter() - start
+            got = consumer.poll(timeout_s=5)
+            seen += got.num_rows
+            _touch(got.column("value"))  # the records are read, as the Kafka client's are
+        elapsed = time.perf_counter() - start
+        consumer.close()
+        return elapsed
 
     def kafka_consume() -> float:
         name = filled()
         consumer = Consumer({"bootstrap.servers": listener.bootstrap, "group.id": unique("c9-g"),
                              "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                             "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+                             "enable.auto.commit": False, "fetch.max.bytes": 52_428_800,
+                             # a fetch of the Python consumer's default poll size (8 MiB)
+                             "max.partition.fetch.bytes": DEFAULT_POLL_BYTES})
+        # connected to the partition's leader before the clock starts, as the Python API
+        # is to its database (librdkafka otherwise waits out a timer of about 0.5 s
+        # before its first offset lookup on a connection not yet up)
+        consumer.get_watermark_offsets(KafkaPartition(name, 0), timeout=30)
         start = time.perf_counter()
         # assigned, as the Python consumer is: the group's join protocol is not timed
         consumer.assign([KafkaPartition(name, 0, OFFSET_BEGINNING)])
         seen = 0
         deadline = time.monotonic() + 300
         while seen < total and time.monotonic() < deadline:
-            # consume() waits for a full batch or its timeout: batches smaller than a fetch
-            for message in consumer.consume(500, 0.5):
+            # consume() waits for as many messages as asked or its timeout: never ask for
+            # more than remain (the last call would otherwise wait out its timeout)
+            for message in consumer.consume(min(500, total - seen), 0.5):
                 if message.error() is None:
                     seen += 1
         elapsed = time.perf_counter() - start
@@ -188,10 +251,14 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         return elapsed
 
     try:
-        produce = interleaved({"py-idempotent": py_idempotent, "kafka-idempotent": kafka_idempotent,
-                               "py-transactional": py_transactional, "kafka-transactional": kafka_transactional},
-                              sizes.reps, progress=progress)
-        consume = interleaved({"py-consume": py_consume, "kafka-consume": kafka_consume}, sizes.reps,
+        produce = interleaved({
+            "py-idempotent": measured("py-idempotent", py_idempotent),
+            "kafka-idempotent": measured("kafka-idempotent", kafka_idempotent),
+            "py-transactional": measured("py-transactional", py_transactional),
+            "kafka-transactional": measured("kafka-transactional", kafka_transactional)},
+            sizes.reps, progress=progress)
+        consume = interleaved({"py-consume": measured("py-consume", py_consume),
+                               "kafka-consume": measured("kafka-consume", kafka_consume)}, sizes.reps,
                               progress=progress)
         latencies = _commit_latencies(Producer, common, topic(), sizes.commit_samples)
     finally:
@@ -199,15 +266,37 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         for name in topics:
             drop_topic(broker, name)
         broker.close()
-    result.add(throughput_ratio("idempotent produce, Kafka client / Python API", produce["py-idempotent"],
-                                produce["kafka-idempotent"], TARGET))
-    result.add(throughput_ratio("transactional produce, Kafka client / Python API", produce["py-transactional"],
-                                produce["kafka-transactional"], TARGET))
-    result.add(throughput_ratio("read_committed consume, Kafka client / Python API", consume["py-consume"],
-                                consume["kafka-consume"], TARGET))
+    megabytes = nbytes / 1e6
+    for label, py, kafka in (("idempotent produce", "py-idempotent", "kafka-idempotent"),
+                             ("transactional produce", "py-transactional", "kafka-transactional"),
+                             ("read_committed consume", "py-consume", "kafka-consume")):
+        times = produce if py in produce else consume
+        result.add(throughput_ratio(f"{label}, Kafka client / Python API", times[py], times[kafka], TARGET))
+        # CPU per MB (warm-up excluded): less noisy than wall time on a shared machine
+        listener_ms = [1000 * s / megabytes for s in serve_cpu[kafka][1:]]
+        python_ms = [1000 * s / megabytes for s in own_cpu[py][1:]]
+        client_ms = [1000 * s / megabytes for s in own_cpu[kafka][1:]]
+        result.add(_cpu_figure(f"{label}: listener CPU per MB", listener_ms))
+        result.add(_cpu_figure(f"{label}: Python API process CPU per MB", python_ms))
+        result.add(_cpu_figure(f"{label}: Kafka client process CPU per MB", client_ms))
     result.add(latency_figure("commit p50 through the protocol (10 records)", latencies, 50))
     result.add(latency_figure("commit p99 through the protocol (10 records)", latencies, 99))
     return result
+
+
+def _cpu_figure(name: str, per_mb_ms: list[float]) -> Figure:
+    """The median CPU milliseconds per MB of the repetitions, with their range."""
+    return Figure(name, float(np.median(per_mb_ms)), "ms", None, (min(per_mb_ms), max(per_mb_ms)),
+                  {"samples_ms_per_mb": per_mb_ms})
+
+
+def _touch(column: pa.ChunkedArray) -> None:
+    """Read one byte of every page of the values (a memory-mapped segment is otherwise
+    never read at all)."""
+    for chunk in column.chunks:
+        data = chunk.buffers()[2]
+        if data is not None and data.size:
+            np.frombuffer(data, dtype=np.uint8)[::4096].sum()
 
 
 def _produce(producer: Any, topic: str, key: bytes, value: bytes) -> None:

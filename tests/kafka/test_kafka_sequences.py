@@ -27,6 +27,10 @@ class Client:
         self.correlation = 0
 
     def call(self, api_key: int, version: int, body: dict):
+        return self.receive(api_key, version, self.send(api_key, version, body))
+
+    def send(self, api_key: int, version: int, body: dict) -> int:
+        """Send a request without waiting for its response: its correlation id."""
         self.correlation += 1
         request_cls = codec.request_class(api_key, version)
         out = io.BytesIO()
@@ -35,9 +39,12 @@ class Client:
         entity_writer(request_cls)(out, codec.build(request_cls, body))
         data = out.getvalue()
         self.sock.sendall(struct.pack(">i", len(data)) + data)
+        return self.correlation
+
+    def receive(self, api_key: int, version: int, correlation: int):
         size = struct.unpack(">i", self._read(4))[0]
         frame = self._read(size)
-        assert struct.unpack(">i", frame[:4])[0] == self.correlation
+        assert struct.unpack(">i", frame[:4])[0] == correlation
         response, _ = entity_reader(codec.response_class(api_key, version))(frame, 5)  # header v1: id + tags
         return response
 
@@ -50,11 +57,22 @@ class Client:
         return buf
 
     def produce(self, topic: str, batch: bytes, transactional_id: str | None = None):
-        data = [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]
-        response = self.call(0, 9, {"transactional_id": transactional_id, "acks": -1, "timeout": 5000,
-                                    "topic_data": data})
+        return self.produce_answer(self.call(0, 9, produce_body(topic, batch, transactional_id)))
+
+    @staticmethod
+    def produce_answer(response) -> tuple[int, int]:
         part = response.responses[0].partition_responses[0]
         return part.error_code, part.base_offset
+
+
+def produce_body(topic: str, batch: bytes, transactional_id: str | None = None) -> dict:
+    return {"transactional_id": transactional_id, "acks": -1, "timeout": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+
+
+def create_topic_body(name: str) -> dict:
+    return {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout": 5000}
 
 
 def batch(pid: int, epoch: int, seq: int, n: int, attributes: int = 0) -> bytes:
@@ -86,3 +104,44 @@ def test_sequences_through_the_listener(kafka, backend):
     assert broker.describe_topic("seq").partitions[0].high_watermark == 10
     broker.close()
     client.sock.close()
+
+
+def test_pipelined_requests_are_answered_in_order_with_the_same_verdicts(kafka, backend):
+    """Requests sent back to back, as librdkafka does with several in flight: the listener
+    prepares the next Produce while the previous one completes, yet each is answered in
+    order with the verdict it gets alone, a Produce prepared before the CreateTopics ahead
+    of it included; every stored object is a registered segment."""
+    client = Client(kafka.port)
+    assert client.call(19, 5, create_topic_body("pipe")).topics[0].error_code == ErrorCode.none
+    init = client.call(22, 4, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+                               "producer_epoch": -1})
+    pid, epoch = init.producer_id, init.producer_epoch
+    requests = [
+        (0, produce_body("pipe", batch(pid, epoch, 0, 5)), (ErrorCode.none, 0)),
+        (0, produce_body("pipe", batch(pid, epoch, 5, 3)), (ErrorCode.none, 5)),
+        (0, produce_body("pipe", batch(pid, epoch, 0, 5)), (ErrorCode.none, 0)),  # a retry
+        (0, produce_body("pipe", batch(pid, epoch, 20, 1)), ErrorCode.out_of_order_sequence_number),
+        (0, produce_body("pipe-later", batch(pid, epoch, 0, 2)), ErrorCode.unknown_topic_or_partition),
+        (19, create_topic_body("pipe-later"), None),
+        (0, produce_body("pipe-later", batch(pid, epoch, 0, 2)), (ErrorCode.none, 0)),
+        (0, produce_body("pipe", batch(pid, epoch, 8, 2)), (ErrorCode.none, 8)),
+    ]
+    versions = {0: 9, 19: 5}
+    sent = [(key, client.send(key, versions[key], body), expected) for key, body, expected in requests]
+    for key, correlation, expected in sent:
+        response = client.receive(key, versions[key], correlation)
+        if key == 19:
+            assert response.topics[0].error_code == ErrorCode.none
+        elif isinstance(expected, tuple):
+            assert client.produce_answer(response) == expected
+        else:
+            assert client.produce_answer(response)[0] == expected
+    client.sock.close()
+    broker = backend.connect()
+    try:
+        for topic, high_watermark, segments in (("pipe", 10, 3), ("pipe-later", 2, 1)):
+            assert broker.describe_topic(topic).partitions[0].high_watermark == high_watermark
+            topic_id = broker.topics.get(topic).topic_id
+            assert len(list(broker.store.list(f"topics/{topic_id}/"))) == segments
+    finally:
+        broker.close()

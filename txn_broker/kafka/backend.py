@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..broker import Broker
@@ -41,22 +42,23 @@ from ..errors import (
     UnknownGroupError,
 )
 from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
-from ..log.keys import segment_key
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, plan_fetch
 from ..log.reader import SegmentCache, read_rows
-from ..log.segment_format import TIMESTAMP_TYPE, encode_segment
+from ..log.segment_format import TIMESTAMP_TYPE
+from ..log.segment_writer import build_segment, upload_segment
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
 from ..topics import TOPIC_CONFIGS, TopicMeta
-from .recordbatch import Batch, Record, control_batch, encode_batch
+from .recordbatch import Batch, RecordColumns, control_batch, encode_columns
 
 log = logging.getLogger(__name__)
 
-#: records per batch in a fetch response
-FETCH_BATCH_RECORDS = 500
+#: bytes (about) per record batch of a fetch response: each batch costs a fixed amount of
+#: work to encode, and clients take batches of any size
+FETCH_BATCH_BYTES = 4 * 1024 * 1024
 MAX_EPOCH = 32767
 
 
@@ -86,6 +88,19 @@ class ProduceResult:
     base_offset: int
     log_start_offset: int
     duplicate: bool
+
+
+@dataclass(frozen=True)
+class PreparedProduce:
+    """A batch checked and uploaded, not yet registered."""
+
+    topic: str
+    partition: int
+    transactional: bool
+    idempotent: bool
+    producer_id: int
+    epoch: int
+    write: SegmentWrite
 
 
 def _isolation(level: int) -> str:
@@ -170,49 +185,66 @@ class KafkaBackend:
     def produce(self, topic: str, partition: int, batch: Batch, transactional_id: str | None) -> ProduceResult:
         """Store one record batch as one segment. Raises the broker's errors (fenced,
         sequence, schema: nothing written)."""
+        return self.commit_produce(self.prepare_produce(topic, partition, batch), transactional_id)
+
+    def prepare_produce(self, topic: str, partition: int, batch: Batch) -> PreparedProduce:
+        """The part of a produce that nothing else sees: the batch checked against the
+        topic and its segment object uploaded (not yet registered: :meth:`commit_produce`
+        registers it, :meth:`discard` deletes it). The listener prepares the next Produce
+        request of a connection while the previous one commits."""
         meta = self._meta(topic, partition)
-        if not batch.records:
+        if not batch.record_count:
             raise SchemaMismatchError("a record batch without records")
         table = self._to_table(meta, batch)
         check_record_sizes(table.drop_columns(["_timestamp"]), meta.max_message_bytes, topic)
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
         if batch.transactional:
-            if not transactional_id:
-                raise InvalidTxnStateError("a transactional batch needs the request's transactional id")
-            ident = ProducerIdentity(transactional_id, batch.producer_id, batch.producer_epoch)
-            txn_id = self._open_transaction(ident)
+            pid, epoch = batch.producer_id, batch.producer_epoch
         else:
-            ident = ProducerIdentity(None, batch.producer_id if idempotent else self._anonymous(),
-                                     max(batch.producer_epoch, 0) if idempotent else 0)
-            txn_id = None
-        n = len(batch.records)
-        payload = encode_segment(table, meta.compression)
-        ts = table.column("_timestamp").cast(pa.int64())
-        write = SegmentWrite(
-            topic_id=meta.topic_id, topic=meta.name, partition=partition, record_count=n,
-            size_bytes=len(payload),
-            object_key=segment_key(meta.topic_id, partition, f"{ident.producer_id}-{ident.epoch}-"
-                                   f"k{batch.base_sequence}-{uuid.uuid4().hex[:12]}"),
+            pid = batch.producer_id if idempotent else self._anonymous()
+            epoch = max(batch.producer_epoch, 0) if idempotent else 0
+        n = batch.record_count
+        write, payload = build_segment(
+            table, topic_id=meta.topic_id, topic=meta.name, partition=partition, compression=meta.compression,
+            name=f"{pid}-{epoch}-k{batch.base_sequence}-{uuid.uuid4().hex[:12]}",
             base_sequence=batch.base_sequence if idempotent else -1,
-            max_timestamp_ms=max(ts.to_pylist()),
-            last_sequence=batch.base_sequence + n - 1 if idempotent else None,
-        )
-        store = self.broker._store
-        retrying(lambda: store.put(write.object_key, payload))
+            last_sequence=batch.base_sequence + n - 1 if idempotent else None)
+        upload_segment(self.broker._store, write, payload, self.broker.settings.retry_budget_ms)
+        return PreparedProduce(topic, partition, batch.transactional, idempotent, pid, epoch, write)
+
+    def commit_produce(self, prepared: PreparedProduce, transactional_id: str | None) -> ProduceResult:
+        """Register a prepared batch with the coordinator's fencing and sequence checks
+        (any error: its object deleted, nothing written)."""
+        write = prepared.write
         try:
-            if idempotent:
-                results = retrying(lambda: self.broker._coordinator.append(ident, txn_id, [write]))
+            if prepared.transactional:
+                if not transactional_id:
+                    raise InvalidTxnStateError("a transactional batch needs the request's transactional id")
+                ident = ProducerIdentity(transactional_id, prepared.producer_id, prepared.epoch)
+                txn_id = self._open_transaction(ident)
+            else:
+                ident = ProducerIdentity(None, prepared.producer_id, prepared.epoch)
+                txn_id = None
+            if prepared.idempotent:
+                results = retrying(lambda: self.broker._coordinator.append(ident, txn_id, [write]),
+                                   self.broker.settings.retry_budget_ms)
             else:
                 handle = TransactionHandle(None, ident.producer_id, ident.epoch, None)
-                results = retrying(lambda: self.broker._coordinator.register_uploaded(handle, [write]))
+                results = retrying(lambda: self.broker._coordinator.register_uploaded(handle, [write]),
+                                   self.broker.settings.retry_budget_ms)
         except TxnBrokerError:
             self._forget(write.object_key)
             raise
         result = results[0]
         if result.duplicate:
             self._forget(write.object_key)  # the batch was stored by an earlier attempt
-        offsets = self.broker.beginning_offsets([TopicPartition(topic, partition)])
-        return ProduceResult(result.base_offset, offsets[TopicPartition(topic, partition)], result.duplicate)
+        tp = TopicPartition(prepared.topic, prepared.partition)
+        offsets = self.broker.beginning_offsets([tp])
+        return ProduceResult(result.base_offset, offsets[tp], result.duplicate)
+
+    def discard(self, prepared: PreparedProduce) -> None:
+        """A prepared batch that will not be committed: its object deleted."""
+        self._forget(prepared.write.object_key)
 
     def _forget(self, key: str) -> None:
         try:
@@ -239,19 +271,23 @@ class KafkaBackend:
         return int(row.txn_id)
 
     def _to_table(self, meta: TopicMeta, batch: Batch) -> pa.Table:
-        now = int(time.time() * 1000)
-        stamps = [r.timestamp_ms if r.timestamp_ms >= 0 else now for r in batch.records]
+        columns = batch.columns
+        n = len(columns)
+        stamps = np.where(columns.timestamps >= 0, columns.timestamps, int(time.time() * 1000))
         if meta.schema.equals(DEFAULT_SCHEMA):
-            table = pa.table({
-                "key": pa.array([r.key for r in batch.records], pa.binary()),
-                "value": pa.array([r.value for r in batch.records], pa.binary()),
-                "headers": pa.array([list(r.headers) for r in batch.records], DEFAULT_SCHEMA.field("headers").type),
-            }, schema=DEFAULT_SCHEMA)
+            headers_type = DEFAULT_SCHEMA.field("headers").type
+            if columns.headers is None:  # an empty map each, built from its buffers
+                headers = pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
+                                                  pa.array([], pa.string()), pa.array([], pa.binary()),
+                                                  type=headers_type)
+            else:
+                headers = pa.array([list(h) for h in columns.headers], headers_type)
+            table = pa.Table.from_arrays([columns.keys, columns.values, headers], schema=DEFAULT_SCHEMA)
         else:
             rows = []
-            for i, r in enumerate(batch.records):
+            for i, value in enumerate(columns.values.to_pylist()):
                 try:
-                    row = json.loads(r.value) if r.value is not None else None
+                    row = json.loads(value) if value is not None else None
                 except (ValueError, UnicodeDecodeError) as error:
                     raise SchemaMismatchError(f"record {i}: the value is not JSON ({error})") from None
                 if not isinstance(row, dict):
@@ -287,44 +323,52 @@ class KafkaBackend:
                 f"offset {offset} is outside {topic}-{partition}'s log [{offsets.log_start_offset}, "
                 f"{offsets.high_watermark}]")
         end = offsets.end(isolation)
-        out = bytearray()
+        out: list[bytes] = []
+        size = 0
         position = offset
         now = int(time.time() * 1000)
         for seg in segments:
-            if position >= end or (out and len(out) >= max_bytes):
+            if position >= end or (out and size >= max_bytes):
                 break
             if seg.end_offset <= position:
                 continue
             position = max(position, seg.base_offset)
             stop = min(seg.end_offset, end)
             if seg.skipped_at(isolation):
-                out += control_batch(position, stop - 1 - position, now, commit=False)
+                out.append(control_batch(position, stop - 1 - position, now, commit=False))
+                size += len(out[-1])
                 position = stop
                 continue
             rows = read_rows(self._cache.get(seg), seg, position, stop)
-            for start in range(0, rows.num_rows, FETCH_BATCH_RECORDS):
-                chunk = rows.slice(start, FETCH_BATCH_RECORDS)
-                out += encode_batch(position, self._to_records(meta, chunk))
+            row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
+            start = 0
+            while start < rows.num_rows and not (out and size >= max_bytes):
+                # about the bytes left of the budget (at least one record: Kafka's KIP-74)
+                count = max(min(FETCH_BATCH_BYTES, max_bytes - size) // row_bytes, 1)
+                chunk = rows.slice(start, count)
+                out.append(encode_columns(position, self._to_columns(meta, chunk)))
+                size += len(out[-1])
                 position += chunk.num_rows
-                if len(out) >= max_bytes:
-                    break
-        return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset, bytes(out))
+                start += chunk.num_rows
+        return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset,
+                           b"".join(out))
 
-    def _to_records(self, meta: TopicMeta, table: pa.Table) -> list[Record]:
-        stamps = table.column("_timestamp").cast(pa.int64()).to_pylist()
+    def _to_columns(self, meta: TopicMeta, table: pa.Table) -> RecordColumns:
+        stamps = table.column("_timestamp").cast(pa.int64()).combine_chunks().to_numpy()
+        deltas = np.arange(table.num_rows, dtype=np.int64)
         if meta.schema.equals(DEFAULT_SCHEMA):
-            keys = table.column("key").to_pylist()
-            values = table.column("value").to_pylist()
-            headers = table.column("headers").to_pylist()
-            return [Record(i, stamps[i], keys[i], values[i], tuple(headers[i] or ()))
-                    for i in range(table.num_rows)]
-        rows = table.drop_columns(["_timestamp"]).to_pylist()
-        out = []
-        for i, row in enumerate(rows):
-            key = row.get("key")
-            out.append(Record(i, stamps[i], _key_bytes(key) if "key" in row else None,
-                              json.dumps(row, default=_json_default, separators=(",", ":")).encode()))
-        return out
+            headers = table.column("headers")
+            listed = None
+            if headers.null_count < len(headers) and any(_entries(c) for c in headers.chunks):
+                listed = [tuple(h or ()) for h in headers.to_pylist()]
+            return RecordColumns(deltas, stamps, table.column("key").combine_chunks(),
+                                 table.column("value").combine_chunks(), listed)
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        for row in table.drop_columns(["_timestamp"]).to_pylist():
+            keys.append(_key_bytes(row.get("key")) if "key" in row else None)
+            values.append(json.dumps(row, default=_json_default, separators=(",", ":")).encode())
+        return RecordColumns(deltas, stamps, pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
 
     def list_offset(self, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
         """ListOffsets: -2 earliest, -1 latest (the last stable offset at read_committed),
@@ -438,6 +482,14 @@ class KafkaBackend:
                 if o.get("group_id") == group_id and key in wanted:
                     pending.add(key)
         return pending
+
+
+def _entries(chunk: pa.Array) -> int:
+    """Entries of a (possibly sliced) map array's values, summed over its rows."""
+    if not len(chunk):
+        return 0
+    offsets = chunk.offsets
+    return int(offsets[len(offsets) - 1].as_py() - offsets[0].as_py())
 
 
 def _key_bytes(value: Any) -> bytes | None:

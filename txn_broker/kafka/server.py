@@ -19,6 +19,7 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -26,8 +27,9 @@ from kio.schema.errors import ErrorCode
 
 from ..broker import Broker
 from ..errors import TxnBrokerError
+from ..states import is_open
 from . import codec
-from .backend import KafkaBackend, Node
+from .backend import KafkaBackend, Node, PreparedProduce
 from .errors import error_code, for_produce
 from .groups import GroupCoordinator
 from .recordbatch import RecordFormatError, decode_batches
@@ -35,6 +37,15 @@ from .security import MECHANISMS, SaslSession, SaslUsers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+PRODUCE_KEY = 0
+#: a Produce request decoded, with the batches prepared ahead of its turn
+_Prepared = tuple[codec.RequestHead, Any, dict[tuple[str, int], "PreparedProduce"]]
+
+
+@dataclass(frozen=True)
+class _Frame:
+    frame: bytes
+    prepared: asyncio.Task[_Prepared] | None
 
 CLUSTER_ID = "txn-broker"
 #: listeners record a heartbeat this often; one silent for LISTENER_EXPIRY_MS is taken as down
@@ -229,20 +240,25 @@ class KafkaServer:
             await self._serve_connection(reader, writer)
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Requests are answered one at a time, in order, as Kafka does; the next request
+        is read meanwhile, and a Produce request's batches are prepared (decoded, checked,
+        uploaded: nothing anyone sees) while the previous request completes."""
         peer = writer.get_extra_info("peername")
         session = SaslSession(self.sasl_users) if self.sasl_users is not None else None
+        frames: asyncio.Queue[_Frame | BaseException | None] = asyncio.Queue(maxsize=1)
+        reading = asyncio.create_task(self._read_frames(reader, frames, peer, session))
         try:
             while True:
-                prefix = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
-                size = int.from_bytes(prefix, "big", signed=True)
-                if size < 8 or size > self.max_request_bytes:
-                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, size, self.max_request_bytes)
+                item = await frames.get()
+                if item is None:
                     return
-                frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
-                response = await self._dispatch(frame, peer, session)
+                if isinstance(item, BaseException):
+                    raise item
+                response = await self._dispatch(item.frame, peer, session, item.prepared)
                 if response is None:
                     continue
-                writer.write(len(response).to_bytes(4, "big") + response)
+                writer.write(len(response).to_bytes(4, "big"))
+                writer.write(response)  # not joined to the prefix: a fetch response is megabytes
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return
@@ -253,22 +269,108 @@ class KafkaServer:
         except Exception:
             log.exception("closing %s after an unexpected error", peer)
         finally:
+            reading.cancel()
+            while not frames.empty():
+                left = frames.get_nowait()
+                if isinstance(left, _Frame) and left.prepared is not None:
+                    self._discard_later(left.prepared)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _dispatch(self, frame: bytes, peer: Any, session: SaslSession | None = None) -> bytes | None:
+    async def _read_frames(self, reader: asyncio.StreamReader, frames: asyncio.Queue[Any], peer: Any,
+                           session: SaslSession | None) -> None:
+        """Frames of the connection into ``frames`` (at most one waiting); None to close
+        quietly, or the exception that ended the reading."""
+        try:
+            while True:
+                prefix = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
+                size = int.from_bytes(prefix, "big", signed=True)
+                if size < 8 or size > self.max_request_bytes:
+                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, size, self.max_request_bytes)
+                    await frames.put(None)
+                    return
+                frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
+                item = _Frame(frame, self._prepare_ahead(frame, session))
+                try:
+                    await frames.put(item)
+                except asyncio.CancelledError:  # the connection ended first
+                    if item.prepared is not None:
+                        self._discard_later(item.prepared)
+                    raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - handed to the connection's loop
+            await frames.put(error)
+
+    def _prepare_ahead(self, frame: bytes, session: SaslSession | None) -> asyncio.Task[_Prepared] | None:
+        """A task preparing a Produce request's batches, None for any other frame."""
+        if session is not None and not session.authenticated:
+            return None
+        try:
+            head = codec.peek_head(frame)
+        except codec.FrameError:
+            return None
+        supported = self.supported.get(head.api_key)
+        if head.api_key != PRODUCE_KEY or supported is None or not supported[0] <= head.api_version <= supported[1]:
+            return None
+        return asyncio.create_task(self._prepare_produce(frame))
+
+    async def _prepare_produce(self, frame: bytes) -> _Prepared:
+        """The decoded request and each partition's prepared batch; a partition that
+        fails here is left out, to be produced (and its error answered) in order."""
+        head, request = codec.decode_request(frame, self.supported)
+        ready: dict[tuple[str, int], PreparedProduce] = {}
+        for t in request.topic_data:
+            for p in t.partition_data:
+                key = (t.name, int(p.index))
+                if key in ready:
+                    continue
+                try:
+                    batches = decode_batches(p.records)
+                    if len(batches) == 1:
+                        ready[key] = await self._call(self.backend.prepare_produce, t.name, int(p.index), batches[0])
+                except (RecordFormatError, TxnBrokerError):
+                    continue
+        return head, request, ready
+
+    def _discard_later(self, task: asyncio.Task[_Prepared]) -> None:
+        """Discard a preparation's uploads once it is done, in the background (the task is
+        kept referenced until then)."""
+        discarding = asyncio.ensure_future(self._discard(task))
+        self._connections.add(discarding)
+        discarding.add_done_callback(self._connections.discard)
+
+    async def _discard(self, task: asyncio.Task[_Prepared]) -> None:
+        """Delete the objects of prepared batches that will not be committed."""
+        try:
+            _, _, ready = await task
+        except Exception:  # noqa: BLE001 - nothing was uploaded
+            return
+        for prepared in ready.values():
+            await self._call(self.backend.discard, prepared)
+
+    async def _dispatch(self, frame: bytes, peer: Any, session: SaslSession | None = None,
+                        prepared: asyncio.Task[_Prepared] | None = None) -> bytes | None:
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
             raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too
         supported = self.supported.get(head.api_key)
         if supported is None or not supported[0] <= head.api_version <= supported[1]:
             return self._unsupported(head, peer)
-        head, request = codec.decode_request(frame, self.supported)
-        if head.api_key in SASL_KEYS:
-            assert session is not None
-            return codec.encode_response(head, self._sasl(head, request, session))
-        payload = await self._handlers[head.api_key](head, request)
+        if prepared is not None:
+            head, request, ready = await prepared
+            try:
+                payload = await self.produce(head, request, ready)
+            finally:
+                for left in ready.values():  # a partition the request names twice
+                    await self._call(self.backend.discard, left)
+        else:
+            head, request = codec.decode_request(frame, self.supported)
+            if head.api_key in SASL_KEYS:
+                assert session is not None
+                return codec.encode_response(head, self._sasl(head, request, session))
+            payload = await self._handlers[head.api_key](head, request)
         if payload is None:  # acks=0
             return None
         if head.api_version < PRODUCER_FENCED_SINCE.get(head.api_key, 0):
@@ -359,31 +461,40 @@ class KafkaServer:
 
     # -- handlers: produce and fetch -------------------------------------------------------
 
-    async def produce(self, head: codec.RequestHead, req: Any) -> dict[str, Any] | None:
+    async def produce(self, head: codec.RequestHead, req: Any,
+                      ready: dict[tuple[str, int], PreparedProduce] | None = None) -> dict[str, Any] | None:
+        """``ready``: batches already prepared (:meth:`_prepare_produce`), taken out of it
+        as they are committed."""
         responses = []
         for t in req.topic_data:
             parts = []
             for p in t.partition_data:
-                parts.append(await self._produce_partition(t.name, int(p.index), p.records, req.transactional_id))
+                prepared = ready.pop((t.name, int(p.index)), None) if ready is not None else None
+                parts.append(await self._produce_partition(t.name, int(p.index), p.records, req.transactional_id,
+                                                           prepared))
             responses.append({"name": t.name, "partition_responses": parts})
         if req.acks == 0:
             return None
         return {"responses": responses, "throttle_time": 0}
 
     async def _produce_partition(self, topic: str, partition: int, records: bytes | None,
-                                 transactional_id: str | None) -> dict[str, Any]:
+                                 transactional_id: str | None,
+                                 prepared: PreparedProduce | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_start_offset": -1,
                                "log_append_time": None, "record_errors": [], "error_message": None}
         try:
-            batches = decode_batches(records)
-        except RecordFormatError as error:
-            return {**out, "error_code": ErrorCode.corrupt_message, "error_message": str(error)}
-        if len(batches) != 1:
-            # Kafka accepts one batch per partition per request from idempotent clients
-            return {**out, "error_code": ErrorCode.invalid_record,
-                    "error_message": f"{len(batches)} record batches; one per partition is expected"}
-        try:
-            result = await self._call(self.backend.produce, topic, partition, batches[0], transactional_id)
+            if prepared is not None:
+                result = await self._call(self.backend.commit_produce, prepared, transactional_id)
+            else:
+                try:
+                    batches = decode_batches(records)
+                except RecordFormatError as error:
+                    return {**out, "error_code": ErrorCode.corrupt_message, "error_message": str(error)}
+                if len(batches) != 1:
+                    # Kafka accepts one batch per partition per request from idempotent clients
+                    return {**out, "error_code": ErrorCode.invalid_record,
+                            "error_message": f"{len(batches)} record batches; one per partition is expected"}
+                result = await self._call(self.backend.produce, topic, partition, batches[0], transactional_id)
         except TxnBrokerError as error:
             return {**out, "error_code": for_produce(error), "error_message": str(error)[:500]}
         return {**out, "error_code": ErrorCode.none, "base_offset": result.base_offset,
@@ -504,7 +615,7 @@ class KafkaServer:
                             "producer_epoch": -1, "topics": []})
                 continue
             by_topic: dict[str, list[int]] = {}
-            for p in d.partitions if d.state == "Ongoing" else ():
+            for p in d.partitions if is_open(d.state) else ():
                 by_topic.setdefault(p.topic, []).append(p.partition)
             out.append({"error_code": 0, "transactional_id": tid, "transaction_state": d.state,
                         "transaction_timeout": d.timeout_ms,
