@@ -329,8 +329,11 @@ def test_broker_settings(broker, settings_, tmp_path_factory):
        max_records=st.one_of(st.integers(-2, 3), st.sampled_from([None, 1.5, "5", True])))
 @example(timeout=60_000, poll_timeout=math.nan, max_records=1)  # used to wait forever
 @example(timeout=0, poll_timeout=0.0, max_records=None)  # no record cap: sized in bytes
+@example(timeout=None, poll_timeout=0.0, max_records=1)  # the default timeout
 def test_timeouts_and_poll_arguments(broker, timeout, poll_timeout, max_records):
-    valid_timeout = isinstance(timeout, int) and not isinstance(timeout, bool) and 0 < timeout <= 900_000
+    # None: the broker's default (Settings.transaction_timeout_ms)
+    valid_timeout = timeout is None or (isinstance(timeout, int) and not isinstance(timeout, bool)
+                                        and 0 < timeout <= 900_000)
     try:
         producer = broker.producer(transactional_id="timeouts", transaction_timeout_ms=timeout)
         producer.init_transactions()
