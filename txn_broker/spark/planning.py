@@ -2,7 +2,7 @@
 each offset range, grouped into Spark input partitions (splits).
 
 Visibility is decided here, per segment, from its transaction's marker exactly as the
-consumer does (``txn_broker.fetch``): read_committed skips the segments of aborted
+consumer does (``txn_broker.log.partition``): read_committed skips the segments of aborted
 transactions, every level skips segments gc purged; the end of every range is at most the last stable offset, so no open
 transaction's segment is planned. Executors then only fetch the listed objects and slice
 them: they never query the metadata database.
