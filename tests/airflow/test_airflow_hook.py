@@ -97,7 +97,7 @@ def test_two_connections_keep_their_own_storage_settings_in_one_process(airflow_
         hooks["c"] = TxnBrokerHook("tb_c")
         bare = hooks["c"].get_conn()
         bare.create_topic("t", partitions=1)
-        assert bare.store._client._request_signer._credentials.access_key == "key-of-the-process"  # type: ignore[attr-defined]
+        assert bare._store._client._request_signer._credentials.access_key == "key-of-the-process"  # type: ignore[attr-defined]
         assert dict(os.environ) == environ_before
         leaked = [key for key, value in os.environ.items() for secret in secrets.values()
                   if secret in value and not key.startswith("AIRFLOW_CONN_")]  # where the test defined them

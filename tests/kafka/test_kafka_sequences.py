@@ -141,7 +141,7 @@ def test_pipelined_requests_are_answered_in_order_with_the_same_verdicts(kafka, 
     try:
         for topic, high_watermark, segments in (("pipe", 10, 3), ("pipe-later", 2, 1)):
             assert broker.describe_topic(topic).partitions[0].high_watermark == high_watermark
-            topic_id = broker.topics.get(topic).topic_id
-            assert len(list(broker.store.list(f"topics/{topic_id}/"))) == segments
+            topic_id = broker._topics.get(topic).topic_id
+            assert len(list(broker._store.list(f"topics/{topic_id}/"))) == segments
     finally:
         broker.close()
