@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +31,7 @@ from .fsck import FsckReport, check
 from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
 from .log.appends import segment_registered
 from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
-from .migrations import pending, require_current, upgrade_db
+from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
     GroupDescription,
     GroupPartition,
@@ -71,16 +70,13 @@ def connect(database_url: str | None = None, storage_url: str | None = None, *,
     the process environment is never written.
     ``settings``: see :class:`txn_broker.config.Settings`."""
     parsed = Settings.from_kwargs(settings)
-    db_url, embedded = resolve_database_url(database_url)
+    db_url, _embedded = resolve_database_url(database_url)
     store = open_store(resolve_storage_url(storage_url), retry_budget_ms=parsed.retry_budget_ms,
                        **dict(storage_options or {}))
     db = Database(db_url, pool_size=parsed.pool_size, retry_budget_ms=parsed.retry_budget_ms)
     try:
         if db.dialect == "sqlite":
-            if embedded or db_url.startswith("sqlite:///"):
-                path = db.url.database
-                if path and path != ":memory:":
-                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+            db.create_file_directory()
             upgrade_db(db)
         else:
             require_current(db)
@@ -94,18 +90,9 @@ def upgrade_schema(database_url: str | None = None) -> SchemaUpgrade:
     """Bring the metadata database at ``database_url`` (default: as :func:`connect`) to the
     schema this code expects; run it as the schema's owner role. Creates the directory of
     an SQLite file. Returns what was applied (nothing when the schema was current)."""
-    from . import sql as sql_files  # type: ignore[attr-defined]
-
     url, _embedded = resolve_database_url(database_url)
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    db = Database(url)
-    try:
-        applied = upgrade_db(db)
-    finally:
-        db.dispose()
-    versions = [v for v, _ in sql_files.migrations()]
-    return SchemaUpgrade(database=mask_url(url), applied=applied, current_version=versions[-1])
+    applied = upgrade(url)
+    return SchemaUpgrade(database=mask_url(url), applied=applied, current_version=latest_version())
 
 
 class Broker:

@@ -33,6 +33,7 @@ import re
 import threading
 from collections import namedtuple
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -328,6 +329,12 @@ class Database:
             return work(tx)
 
         return self.run(snapshot, write=False)
+
+    def create_file_directory(self) -> None:
+        """An SQLite file's directory, created on first use (nothing for a server)."""
+        path = self.url.database if self.dialect == "sqlite" else None
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -99,10 +99,17 @@ def upgrade_db(db: Database) -> list[str]:
     return db.run(work)
 
 
+def latest_version() -> str:
+    """The schema version this code expects: its last migration."""
+    return str(sql_files.migrations()[-1][0])
+
+
 def upgrade(database_url: str) -> list[str]:
-    """Bring the database at ``database_url`` to the current schema."""
+    """Bring the database at ``database_url`` to the current schema (an SQLite file's
+    directory is created first)."""
     db = Database(database_url)
     try:
+        db.create_file_directory()
         return upgrade_db(db)
     finally:
         db.dispose()
