@@ -414,6 +414,44 @@ class Coordinator:
         self.db.run(work)
         fault_point(f"{verb}.after_end")
 
+    def append_and_commit(
+        self, ident: ProducerIdentity, txn_id: int, writes: Sequence[SegmentWrite]
+    ) -> list[AppendResult]:
+        """Register the transaction's last uploaded segments and commit it, in one database
+        transaction: ``append`` then ``end_transaction(commit=True)`` without a durable
+        commit in between. The segments get their offsets at the moment the transaction
+        commits, so no reader ever sees them open.
+
+        Retried after a lost reply it finds the transaction committed and answers the
+        stored offsets (``duplicate=True``), writing nothing. Raises what ``append`` and
+        ``end_transaction`` raise; on any error nothing of it is written."""
+        assert ident.transactional_id is not None
+        tid = ident.transactional_id
+        ordered = sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence))
+
+        def work(tx: Tx) -> list[AppendResult]:
+            row = self._check_fenced(self._lock(tx, tid), ident)
+            if row.txn_id == txn_id and row.state == S.COMPLETE_COMMIT:
+                # done before, its reply lost: all of it was committed in that transaction
+                results = [append_sequenced(tx, ident, txn_id, w) for w in ordered]
+                if not all(r.duplicate for r in results):
+                    raise InvalidTxnStateError(
+                        f"transaction {txn_id} of {tid!r} committed without a segment of this commit")
+                return results
+            if row.state != S.ONGOING or row.txn_id != txn_id:
+                raise InvalidTxnStateError(
+                    f"cannot commit transaction {txn_id} of {tid!r}: it is {row.state}"
+                )
+            results = [append_sequenced(tx, ident, txn_id, w) for w in ordered]
+            self._transition(tx, row, S.PREPARE_COMMIT, "commit requested by the producer", persist=False)
+            self._complete(tx, row, "commit completed by the producer")
+            fault_point("commit.during_end")  # all written, not committed: a crash undoes all of it
+            return results
+
+        results = self.db.run(work)
+        fault_point("commit.after_end")
+        return results
+
     # -- sweeps and admin ----------------------------------------------------------------
 
     def _fence_and_abort(self, tid: str, reason: str, *, only_expired: bool) -> SweepAction | None:

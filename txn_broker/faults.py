@@ -15,7 +15,8 @@ recovered. Two ways to arm a point:
   (seeded by ``TXN_BROKER_FAULTS_SEED``), for randomized chaos runs.
 
 Points: produce.after_upload, produce.after_register, offsets.after_send,
-commit.before_end (the producer flushed everything; EndTxn is next), commit.during_end and
+commit.before_end (the producer uploaded everything; EndTxn, which also registers the
+last segments, is next), commit.during_end and
 abort.during_end (inside EndTxn's database transaction, after the markers are written,
 before the database commits: a crash there must roll all of it back; a ``lose`` there acts
 like ``raise``), commit.after_end, abort.after_end, sweep.after_claim (inside the sweep's

@@ -24,10 +24,10 @@ from txn_broker.producer import ProducerState
 pytestmark = pytest.mark.integration
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64())])
 
-#: every step of a commit at which its reply can be lost: the flush's upload and
-#: registration, before EndTxn, inside EndTxn's database transaction (rolled back), after it
-COMMIT_POINTS = ["produce.after_upload", "produce.after_register", "commit.before_end",
-                 "commit.during_end", "commit.after_end"]
+#: every step of a commit at which its reply can be lost: the upload of its last
+#: segments, before EndTxn, inside EndTxn's database transaction (rolled back: it also
+#: registers those segments), after it
+COMMIT_POINTS = ["produce.after_upload", "commit.before_end", "commit.during_end", "commit.after_end"]
 ABORT_POINTS = ["abort.during_end", "abort.after_end"]
 
 

@@ -250,8 +250,10 @@ def test_commit_retried_after_a_lost_reply_succeeds_once(backend):
             raise LostReply("reply lost")
 
     set_fault_hook(lose_once)
-    producer.commit_transaction()  # the producer retries EndTxn; the retry answers success
+    appended = producer.commit_transaction()  # the producer retries EndTxn; the retry answers success
     assert lost
+    # the last segment was registered inside EndTxn: the retry answers its stored offsets
+    assert [(a.partition, a.base_offset, a.record_count, a.duplicate) for a in appended] == [(0, 0, 2, True)]
     assert len(read(broker, ["t"])) == 2
     history = [h.to_state for h in broker.describe_transaction("r").history]
     assert history.count("CompleteCommit") == 1 and history.count("PrepareCommit") == 1
@@ -259,6 +261,47 @@ def test_commit_retried_after_a_lost_reply_succeeds_once(backend):
     desc = broker.describe_transaction("r")
     broker._coordinator.end_transaction(producer.identity, desc.txn_id, commit=True)
     assert [h.to_state for h in broker.describe_transaction("r").history] == history
+
+
+def test_a_commit_registers_its_last_segments_in_its_own_database_transaction(backend):
+    """append_and_commit: the last segments get their offsets as the transaction commits.
+    Again after it committed (a lost reply), it answers the stored offsets and writes
+    nothing; a segment that was not part of it is refused; a fenced instance writes
+    nothing."""
+    from txn_broker.log.types import SegmentWrite
+
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    meta = broker._topics.get("t")
+    producer = broker.producer(transactional_id="last")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(2))
+    txn_id = broker.describe_transaction("last").txn_id
+    assert broker.describe_transaction("last").state == "Ongoing"
+    assert broker.describe_topic("t").partitions[0].high_watermark == 0  # nothing registered yet
+    appended = producer.commit_transaction()
+    assert [(a.base_offset, a.record_count, a.duplicate) for a in appended] == [(0, 2, False)]
+    ident = producer.identity
+    history = [h.to_state for h in broker.describe_transaction("last").history]
+    assert history[-2:] == ["PrepareCommit", "CompleteCommit"]
+    stored = broker._db.run(lambda tx: tx.one("segment_by_sequence", producer_id=ident.producer_id,
+                                              topic_id=meta.topic_id, partition_no=0, base_sequence=0,
+                                              producer_epoch=ident.epoch), write=False)
+    again = SegmentWrite(meta.topic_id, "t", 0, 2, 1, stored.object_key, 0, 0)
+    answer = broker._coordinator.append_and_commit(ident, txn_id, [again])
+    assert [(a.base_offset, a.record_count, a.duplicate) for a in answer] == [(0, 2, True)]
+    with pytest.raises(InvalidTxnStateError):  # not part of the committed transaction
+        broker._coordinator.append_and_commit(
+            ident, txn_id, [SegmentWrite(meta.topic_id, "t", 0, 1, 1, "topics/stray", 1, 0)])
+    producer.begin_transaction()
+    producer.send("t", rows(1, "zombie"))
+    broker.producer(transactional_id="last").init_transactions()  # fences it
+    with pytest.raises(ProducerFencedError):
+        producer.commit_transaction()
+    assert broker.describe_topic("t").partitions[0].high_watermark == 2
+    assert [h.to_state for h in broker.describe_transaction("last").history][:len(history)] == history
+    assert [r["k"] for r in read(broker, ["t"])] == ["x0", "x1"]
 
 
 def test_commit_is_one_database_transaction_with_both_transitions_recorded(backend):
@@ -386,7 +429,8 @@ def test_lost_replies_of_the_first_add_partitions_and_append_are_joined_not_dupl
     coordinator.add_partitions = add_partitions_reply_lost_once
     coordinator.append = append_reply_lost_once
     producer.send("t", rows(3))
-    producer.commit_transaction()  # the producer retries the append, then commits
+    producer.flush()  # the producer retries the append (a commit would register in EndTxn)
+    producer.commit_transaction()
     txn_id = broker.describe_transaction("lost").txn_id
     assert added == [txn_id, txn_id]
     assert sent == [(txn_id, [False]), (txn_id, [True])]
@@ -471,7 +515,7 @@ def test_timeout_above_the_maximum_is_refused(backend):
 def test_hung_transaction_is_aborted_by_the_timeout_sweep(backend):
     broker = backend.connect()
     broker.create_topic("t", schema=SCHEMA)
-    hung = broker.producer(transactional_id="hung", transaction_timeout_ms=1000)
+    hung = broker.producer(transactional_id="hung", transaction_timeout_ms=2000)
     hung.init_transactions()
     hung.begin_transaction()
     hung.send("t", rows(2, "hung"))
@@ -482,7 +526,7 @@ def test_hung_transaction_is_aborted_by_the_timeout_sweep(backend):
     assert lso(broker, "t") == 0 and read(broker, ["t"]) == []
     assert [h.transactional_id for h in broker.find_hanging_transactions(older_than_ms=0)] == ["hung"]
     assert broker.abort_expired_transactions() == []  # not yet past its timeout
-    time.sleep(1.1)
+    time.sleep(2.1)
     hanging = broker.find_hanging_transactions()
     assert [(h.transactional_id, h.partitions) for h in hanging] == [("hung", [TopicPartition("t", 0)])]
     done = broker.abort_expired_transactions()
@@ -604,7 +648,12 @@ def test_crash_during_commit_is_recovered(backend, point, recover):
 
     set_fault_hook(crash)
     with pytest.raises(InjectedFault):
-        producer.commit_transaction()
+        if point == "produce.after_register":
+            # a commit registers its last segments inside EndTxn's own database transaction:
+            # only data flushed before it is registered while the transaction is still open
+            producer.flush()
+        else:
+            producer.commit_transaction()
     set_fault_hook(None)
     decided = point == "commit.after_end"
     if point == "commit.during_end":  # EndTxn's database transaction was rolled back whole

@@ -252,13 +252,25 @@ class Producer:
             self._require(P.IN_TRANSACTION, P.COMMITTING, action="commit_transaction")
             self._to(P.COMMITTING)
             with self._guard():
-                self._flush_all()
-                if self._txn_id is not None or self._txn_requested:
+                ident = self._identity()
+                self._sender.upload(ident, self._accumulator.drain(self._accumulator.keys()))
+                txn_id = self._txn_id
+                if self._sender.pending and txn_id is not None:
+                    # the last segments are registered in the commit's own database
+                    # transaction: one durable commit instead of two
                     fault_point("commit.before_end")
-                    # txn_id None: a request's lost reply may have opened one; commit that
-                    ident, txn_id = self._identity(), self._txn_id
-                    self._retry(lambda: self._coordinator.end_transaction(
-                        ident, txn_id, commit=True))
+                    self._txn_appends.extend(self._sender.register(
+                        partial(self._coordinator.append_and_commit, ident, txn_id)))
+                else:
+                    if self._sender.pending:
+                        self._register()
+                        fault_point("produce.after_register")
+                    if self._txn_id is not None or self._txn_requested:
+                        fault_point("commit.before_end")
+                        # txn_id None: a request's lost reply may have opened one; commit that
+                        ident, txn_id = self._identity(), self._txn_id
+                        self._retry(lambda: self._coordinator.end_transaction(
+                            ident, txn_id, commit=True))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
             self._txn_requested = False
