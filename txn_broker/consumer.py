@@ -22,7 +22,7 @@ import pyarrow as pa
 from .database import Database, Tx
 from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
-from .log.reader import SegmentCache, read_rows, with_metadata
+from .log.reader import SegmentCache, with_metadata
 from .log.segment_format import read_schema
 from .models import TopicPartition
 from .names import validate_id, validate_partition
@@ -35,8 +35,16 @@ RESETS = ("earliest", "latest", "none")
 #: record), the role Kafka's fetch.max.bytes plays; ``max_records`` caps the count as
 #: Kafka's max.poll.records does, and is unlimited unless given
 DEFAULT_POLL_BYTES = 8 * 1024 * 1024
-#: polls smaller than this many records slice a block of this size built once
-BLOCK_RECORDS = 16_384
+
+
+@dataclass
+class _Block:
+    """A whole decoded segment with its metadata columns, that polls slice."""
+
+    key: str
+    table: pa.Table
+    #: the segment's average decoded bytes per record (what poll sizes are counted in)
+    row_bytes: float
 
 
 @dataclass
@@ -46,10 +54,13 @@ class _Plan:
     position: int
     end: int
     segments: list[PlannedSegment]
-    #: a block of the segment being read, with its metadata columns, that small polls
-    #: slice: offsets [block_start, block_start + block.num_rows)
+    #: the first segment not read past yet
+    index: int = 0
+    #: the current segment's block, read from offsets [block_start, block_stop)
     block: pa.Table | None = None
     block_start: int = 0
+    block_stop: int = 0
+    row_bytes: float = 1.0
 
 
 def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: Iterable[TopicPartition]
@@ -105,7 +116,7 @@ class Consumer:
         self._positions: dict[TopicPartition, int] = {}
         self._cache = SegmentCache(store)
         self._plans: dict[TopicPartition, _Plan] = {}
-        self._sizes: dict[str, float] = {}
+        self._blocks: dict[TopicPartition, _Block] = {}
         self._next = 0
         self._closed = False
 
@@ -123,6 +134,7 @@ class Consumer:
         self._assignment = sorted(set(tps))
         self._positions = {tp: p for tp, p in self._positions.items() if tp in self._assignment}
         self._plans = {tp: p for tp, p in self._plans.items() if tp in self._assignment}
+        self._blocks = {tp: b for tp, b in self._blocks.items() if tp in self._assignment}
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Read every partition of these topics (no group rebalancing: this consumer gets
@@ -289,7 +301,8 @@ class Consumer:
     def _fetch_partition(self, tp: TopicPartition, limit: float, budget: list[float], *,
                          first: bool) -> pa.Table | None:
         for attempt in (1, 2):
-            plan = self._plan(tp, self.position(tp))
+            position = self._positions.get(tp)
+            plan = self._plan(tp, self.position(tp) if position is None else position)
             try:
                 return self._read_plan(tp, plan, limit, budget, first=first)
             except CorruptSegmentError:
@@ -301,61 +314,57 @@ class Consumer:
 
     def _read_plan(self, tp: TopicPartition, plan: _Plan, limit: float, budget: list[float], *,
                    first: bool) -> pa.Table | None:
-        """Up to ``limit`` records and about ``budget[0]`` bytes (spent here) from the plan."""
+        """Up to ``limit`` records and about ``budget[0]`` bytes (spent here) from the plan:
+        slices of the current segment's block, the next block loaded when one runs out."""
         position, end = plan.position, plan.end
         parts: list[pa.Table] = []
-        segments = plan.segments
-        while segments and segments[0].end_offset <= position:
-            segments = segments[1:]  # read already: drop from the plan
-        for seg in segments:
-            if limit <= 0 or budget[0] <= 0 or position >= end:
-                break
-            if seg.skipped_at(self.isolation_level):
-                position = min(seg.end_offset, end)
-                continue
-            table = self._cache.get(seg)
-            row_bytes = self._row_bytes(seg.object_key, table)
-            stop = min(end, seg.end_offset)
-            count = min(stop - position, int(min(limit, budget[0] // row_bytes)))
-            if count <= 0:
-                if parts or not first:
-                    break
-                count = 1  # a poll returns at least one record, however large
-            rows = self._decorated(plan, tp, seg, table, position, count, stop)
-            parts.append(rows)
-            position += rows.num_rows
-            limit -= rows.num_rows
-            budget[0] -= rows.num_rows * row_bytes
-        plan.position = position
-        plan.segments = segments
-        self._positions[tp] = position
+        try:
+            while position < end and limit > 0 and budget[0] > 0:
+                if not plan.block_start <= position < plan.block_stop:
+                    position = self._next_block(tp, plan, position)
+                    if position >= plan.block_stop:
+                        break  # only skipped segments up to the plan's end
+                count = min(plan.block_stop - position, int(min(limit, budget[0] // plan.row_bytes)))
+                if count <= 0:
+                    if parts or not first:
+                        break
+                    count = 1  # a poll returns at least one record, however large
+                assert plan.block is not None
+                parts.append(plan.block.slice(position - plan.block_start, count))
+                position += count
+                limit -= count
+                budget[0] -= count * plan.row_bytes
+        finally:
+            plan.position = self._positions[tp] = position
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
-    def _row_bytes(self, key: str, table: pa.Table) -> float:
-        """The average decoded size of a segment's records (computed once per segment)."""
-        size = self._sizes.get(key)
-        if size is None:
-            if len(self._sizes) > 4096:
-                self._sizes.clear()
-            size = self._sizes[key] = max(table.nbytes / max(table.num_rows, 1), 1.0)
-        return size
-
-    def _decorated(self, plan: _Plan, tp: TopicPartition, seg: PlannedSegment, table: pa.Table,
-                   position: int, count: int, stop: int) -> pa.Table:
-        """``count`` records from ``position`` with the metadata columns. A large read builds
-        them for itself; small ones slice a block built once for many polls."""
-        if count >= BLOCK_RECORDS:
-            rows = read_rows(table, seg, position, position + count)
-            return with_metadata(rows, tp.topic, tp.partition, position)
-        block = plan.block
-        if block is None or not plan.block_start <= position < plan.block_start + block.num_rows \
-                or position + count > plan.block_start + block.num_rows:
-            rows = read_rows(table, seg, position, min(stop, position + BLOCK_RECORDS))
-            block = plan.block = with_metadata(rows, tp.topic, tp.partition, position)
-            plan.block_start = position
-        return block.slice(position - plan.block_start, count)
+    def _next_block(self, tp: TopicPartition, plan: _Plan, position: int) -> int:
+        """Make the block of the plan's segment holding ``position`` current, moving past
+        segments the isolation level skips; the position to read from. A block is a whole
+        segment with its metadata columns, built once (and kept for the partition across
+        plans), so that polls only slice it."""
+        segments, i = plan.segments, plan.index
+        while i < len(segments) and (segments[i].end_offset <= position
+                                     or segments[i].skipped_at(self.isolation_level)):
+            position = max(position, min(segments[i].end_offset, plan.end))
+            i += 1
+        plan.index = i
+        plan.block, plan.block_start, plan.block_stop = None, position, position
+        if i == len(segments) or position >= plan.end:
+            return position
+        seg = segments[i]
+        position = max(position, seg.base_offset)
+        block = self._blocks.get(tp)
+        if block is None or block.key != seg.object_key:
+            table = self._cache.get(seg)
+            block = self._blocks[tp] = _Block(seg.object_key, with_metadata(table, tp.topic, tp.partition,
+                                                                              seg.base_offset),
+                                              max(table.nbytes / max(table.num_rows, 1), 1.0))
+        plan.block, plan.block_start = block.table, seg.base_offset
+        plan.block_stop, plan.row_bytes = min(seg.end_offset, plan.end), block.row_bytes
+        return position
 
     # -- group offsets -------------------------------------------------------------------
 
