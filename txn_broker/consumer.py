@@ -4,7 +4,9 @@ level, and offsets committed for a consumer group (the next offset to read, as i
 Polls are served from what an earlier poll already planned and decoded, as Kafka's
 consumer serves small polls from fetched batches: a partition's plan (its segments up to
 the isolation level's end, read in one database snapshot) stays valid until the position
-reaches its end, and decoded segments stay in a bounded cache. Below the end a plan was
+reaches its end, and decoded segments stay in a bounded cache. A partition's current
+segment is kept whole with its metadata columns (a block), which polls slice, and the
+next one is loaded and decoded in the background meanwhile. Below the end a plan was
 made with, nothing changes but deletion (retention, gc of aborted segments): a segment
 found gone is re-planned once, as a fresh poll would.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,7 @@ import pyarrow as pa
 from .database import Database, Tx
 from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
-from .log.reader import SegmentCache, with_metadata
+from .log.reader import MetadataColumns, SegmentCache, fetch_segment
 from .log.segment_format import read_schema
 from .models import TopicPartition
 from .names import validate_id, validate_partition
@@ -117,6 +120,10 @@ class Consumer:
         self._cache = SegmentCache(store)
         self._plans: dict[TopicPartition, _Plan] = {}
         self._blocks: dict[TopicPartition, _Block] = {}
+        self._metadata = MetadataColumns()
+        #: segment objects being fetched in the background, by object key
+        self._prefetched: dict[str, Future[pa.Buffer]] = {}
+        self._executor: ThreadPoolExecutor | None = None
         self._next = 0
         self._closed = False
 
@@ -276,18 +283,22 @@ class Consumer:
         self._next = (self._next + 1) % n
         return fetched
 
-    def _plan(self, tp: TopicPartition, position: int) -> _Plan:
+    def _plan(self, tp: TopicPartition, position: int | None) -> _Plan:
         """The partition's plan from ``position``: the one an earlier poll made while it
-        still covers ``position``, else a new one (one database read)."""
+        still covers ``position``, else a new one (one database read). ``position`` None:
+        the partition has no position yet and starts at its log start (no group offset,
+        auto_offset_reset=earliest), found in the same read."""
         plan = self._plans.get(tp)
-        if plan is not None and plan.position == position < plan.end:
+        if plan is not None and plan.position == position and position < plan.end:
             return plan
         meta = self._topic(tp.topic)
-        offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position,
+        offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position or 0,
                                        self.isolation_level)
         if offsets is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} was deleted")
-        if position < offsets.log_start_offset or position > offsets.high_watermark:
+        if position is None:
+            position = self._positions[tp] = offsets.log_start_offset
+        elif position < offsets.log_start_offset or position > offsets.high_watermark:
             position = self._positions[tp] = self._reset(tp)  # out of range: reset like Kafka
             offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position,
                                            self.isolation_level)
@@ -302,7 +313,9 @@ class Consumer:
                          first: bool) -> pa.Table | None:
         for attempt in (1, 2):
             position = self._positions.get(tp)
-            plan = self._plan(tp, self.position(tp) if position is None else position)
+            if position is None and (self.group_id is not None or self.auto_offset_reset != "earliest"):
+                position = self.position(tp)
+            plan = self._plan(tp, position)
             try:
                 return self._read_plan(tp, plan, limit, budget, first=first)
             except CorruptSegmentError:
@@ -358,13 +371,33 @@ class Consumer:
         position = max(position, seg.base_offset)
         block = self._blocks.get(tp)
         if block is None or block.key != seg.object_key:
-            table = self._cache.get(seg)
-            block = self._blocks[tp] = _Block(seg.object_key, with_metadata(table, tp.topic, tp.partition,
-                                                                              seg.base_offset),
+            pending = self._prefetched.pop(seg.object_key, None)
+            table = self._cache.get(seg, None if pending is None else pending.result)
+            self._prefetch(segments, i + 1)
+            block = self._blocks[tp] = _Block(seg.object_key, self._metadata.add(table, tp.topic, tp.partition,
+                                                                                seg.base_offset),
                                               max(table.nbytes / max(table.num_rows, 1), 1.0))
         plan.block, plan.block_start = block.table, seg.base_offset
         plan.block_stop, plan.row_bytes = min(seg.end_offset, plan.end), block.row_bytes
         return position
+
+    def _prefetch(self, segments: list[PlannedSegment], i: int) -> None:
+        """Fetch the object of the first segment from ``segments[i]`` this consumer will
+        read (not one its isolation level skips) in the background, while polls slice the
+        current one: one segment ahead per partition, as Kafka's consumer fetches ahead.
+        It is decoded when a poll reaches it, in the polling thread (decoding elsewhere
+        costs more CPU: memory allocated by one thread and freed by another is reused
+        less)."""
+        while i < len(segments) and segments[i].skipped_at(self.isolation_level):
+            i += 1
+        if i == len(segments) or segments[i].object_key in self._prefetched:
+            return
+        if len(self._prefetched) > 2 * len(self._assignment):  # left by seeks: let them go
+            self._prefetched.clear()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-broker-prefetch")
+        self._prefetched[segments[i].object_key] = self._executor.submit(fetch_segment, self._cache.store,
+                                                                         segments[i])
 
     # -- group offsets -------------------------------------------------------------------
 
@@ -390,6 +423,10 @@ class Consumer:
 
     def close(self) -> None:
         self._closed = True
+        self._prefetched.clear()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
     def __enter__(self) -> Consumer:
         return self

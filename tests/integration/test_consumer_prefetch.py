@@ -128,6 +128,10 @@ def test_a_topic_deleted_under_a_plan_fails_clearly(backend) -> None:  # type: i
     consumer.assign([TP])
     assert consumer.poll(max_records=5).num_rows == 5  # planned 3 segments, decoded the first
     broker.delete_topic("t")
-    assert consumer.poll(max_records=5)["n"].to_pylist() == [5, 6, 7, 8, 9]  # already decoded
+    got: list[int] = []
     with pytest.raises(IllegalStateError, match="deleted"):
-        consumer.poll(max_records=5)  # the next segment is gone: planned again, the topic is gone
+        for _ in range(10):  # a segment gone: planned again, the topic is gone
+            got += consumer.poll(max_records=5)["n"].to_pylist()
+    # what was decoded already: the first segment, and the next one if its background
+    # load finished before the deletion
+    assert got in (list(range(5, 10)), list(range(5, 20)))
