@@ -14,6 +14,8 @@ found gone is re-planned once, as a fresh poll would.
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +40,22 @@ RESETS = ("earliest", "latest", "none")
 #: record), the role Kafka's fetch.max.bytes plays; ``max_records`` caps the count as
 #: Kafka's max.poll.records does, and is unlimited unless given
 DEFAULT_POLL_BYTES = 8 * 1024 * 1024
+
+
+_PREFETCHER: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+_PREFETCHER_LOCK = threading.Lock()
+
+
+def _prefetcher() -> ThreadPoolExecutor:
+    """The threads that fetch segment objects ahead of polls, shared by the process's
+    consumers and kept (an object store keeps a client per thread: new threads for each
+    consumer would pay for new clients). A forked child, which has none of its parent's
+    threads, makes its own."""
+    global _PREFETCHER
+    with _PREFETCHER_LOCK:
+        if _PREFETCHER is None or _PREFETCHER[0] != os.getpid():
+            _PREFETCHER = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-broker-prefetch"))
+        return _PREFETCHER[1]
 
 
 @dataclass
@@ -123,7 +141,6 @@ class Consumer:
         self._metadata = MetadataColumns()
         #: segment objects being fetched in the background, by object key
         self._prefetched: dict[str, Future[pa.Buffer]] = {}
-        self._executor: ThreadPoolExecutor | None = None
         self._next = 0
         self._closed = False
 
@@ -394,9 +411,7 @@ class Consumer:
             return
         if len(self._prefetched) > 2 * len(self._assignment):  # left by seeks: let them go
             self._prefetched.clear()
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-broker-prefetch")
-        self._prefetched[segments[i].object_key] = self._executor.submit(fetch_segment, self._cache.store,
+        self._prefetched[segments[i].object_key] = _prefetcher().submit(fetch_segment, self._cache.store,
                                                                          segments[i])
 
     # -- group offsets -------------------------------------------------------------------
@@ -423,10 +438,9 @@ class Consumer:
 
     def close(self) -> None:
         self._closed = True
+        for pending in self._prefetched.values():
+            pending.cancel()
         self._prefetched.clear()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
 
     def __enter__(self) -> Consumer:
         return self
