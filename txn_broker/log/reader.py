@@ -46,6 +46,15 @@ class SegmentCache:
         return table
 
 
+    def discard(self, key: str) -> None:
+        """Forget a segment read past, so that its memory is reused as soon as readers let
+        go of its records (rather than when the cache is full)."""
+        with self._lock:
+            table = self._tables.pop(key, None)
+            if table is not None:
+                self._bytes -= table.nbytes
+
+
 def fetch_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Buffer:
     """A planned segment's object, not decoded yet (CorruptSegmentError if it is gone)."""
     if segment.purged:
