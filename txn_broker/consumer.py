@@ -42,6 +42,8 @@ RESETS = ("earliest", "latest", "none")
 DEFAULT_POLL_BYTES = 8 * 1024 * 1024
 
 
+#: the metadata columns' constant arrays, shared by the process's consumers
+_METADATA = MetadataColumns()
 _PREFETCHER: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
 _PREFETCHER_LOCK = threading.Lock()
 
@@ -138,7 +140,7 @@ class Consumer:
         self._cache = SegmentCache(store)
         self._plans: dict[TopicPartition, _Plan] = {}
         self._blocks: dict[TopicPartition, _Block] = {}
-        self._metadata = MetadataColumns()
+        self._metadata = _METADATA
         #: segment objects being fetched in the background, by object key
         self._prefetched: dict[str, Future[pa.Buffer]] = {}
         self._next = 0

@@ -94,13 +94,15 @@ def with_metadata(rows: pa.Table, topic: str, partition: int, first_offset: int)
 
 
 class MetadataColumns:
-    """:func:`with_metadata` for a reader that decorates many segments: the constant
+    """:func:`with_metadata` for readers that decorate many segments: the constant
     columns (``_topic``, ``_partition``) are slices of arrays built once per topic and
     partition (grown when a longer segment comes), so only ``_offset`` is built per
     segment: added to a range built once, in Arrow's memory pool (which reuses freed
-    memory where numpy would touch new pages)."""
+    memory where numpy would touch new pages). Holds the arrays of at most ``keep``
+    topics and partition numbers; safe to share between threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
         self._topics: dict[str, pa.Array] = {}
         self._partitions: dict[int, pa.Array] = {}
         self._range = pa.array(np.arange(0, dtype=np.int64))
@@ -109,13 +111,18 @@ class MetadataColumns:
         n = rows.num_rows
         topics = self._topics.get(topic)
         if topics is None or len(topics) < n:
+            if len(self._topics) >= self.keep:
+                self._topics.clear()
             topics = self._topics[topic] = _repeated(topic, n)
         partitions = self._partitions.get(partition)
         if partitions is None or len(partitions) < n:
+            if len(self._partitions) >= self.keep:
+                self._partitions.clear()
             partitions = self._partitions[partition] = pa.array(np.full(n, partition, dtype=np.int32))
-        if len(self._range) < n:
-            self._range = pa.array(np.arange(n, dtype=np.int64))
-        offsets = pc.add(self._range.slice(0, n), pa.scalar(first_offset, pa.int64()))
+        numbers = self._range
+        if len(numbers) < n:
+            numbers = self._range = pa.array(np.arange(n, dtype=np.int64))
+        offsets = pc.add(numbers.slice(0, n), pa.scalar(first_offset, pa.int64()))
         rows = rows.add_column(0, pa.field("_offset", pa.int64()), offsets)
         rows = rows.add_column(0, pa.field("_partition", pa.int32()), partitions.slice(0, n))
         return rows.add_column(0, pa.field("_topic", pa.string()), topics.slice(0, n))
