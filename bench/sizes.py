@@ -26,6 +26,7 @@ class Sizes:
     commit_samples: int = _f(120, "case 4: commits timed per partition count")
     consume_mb: int = _f(64, "case 5: MB read per repetition")
     poll_records: int = _f(100_000, "case 5: max_records per poll")
+    user_rows: int = _f(2_000_000, "case 5: rows of the new-user shape (int64, float64, string; 4 partitions)")
     scale_partitions: int = _f(10_000, "case 6: partitions at the largest scale point")
     scale_segments: int = _f(1_000_000, "case 6: segments at the largest scale point")
     scale_points: int = _f(4, "case 6: scale points, each 10x the previous")
@@ -39,8 +40,8 @@ class Sizes:
     @classmethod
     def quick(cls) -> Sizes:
         return cls(reps=3, produce_mb=32, small_appends=15, large_rows=200_000, large_reps=2, commit_samples=30,
-                   consume_mb=32, scale_partitions=1_000, scale_segments=100_000, scale_points=3, scale_samples=20,
-                   concurrency_seconds=3, spark_rows=100_000, spark_reps=1, kafka_mb=8)
+                   consume_mb=32, user_rows=500_000, scale_partitions=1_000, scale_segments=100_000, scale_points=3,
+                   scale_samples=20, concurrency_seconds=3, spark_rows=100_000, spark_reps=1, kafka_mb=8)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,9 @@ level, and offsets committed for a consumer group (the next offset to read, as i
 Polls are served from what an earlier poll already planned and decoded, as Kafka's
 consumer serves small polls from fetched batches: a partition's plan (its segments up to
 the isolation level's end, read in one database snapshot) stays valid until the position
-reaches its end, and decoded segments stay in a bounded cache. Below the end a plan was
+reaches its end, and decoded segments stay in a bounded cache. A partition's current
+segment is kept whole with its metadata columns (a block), which polls slice, and the
+next one is loaded and decoded in the background meanwhile. Below the end a plan was
 made with, nothing changes but deletion (retention, gc of aborted segments): a segment
 found gone is re-planned once, as a fresh poll would.
 """
@@ -12,8 +14,11 @@ found gone is re-planned once, as a fresh poll would.
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +27,7 @@ import pyarrow as pa
 from .database import Database, Tx
 from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
-from .log.reader import SegmentCache, read_rows, with_metadata
+from .log.reader import MetadataColumns, SegmentCache, fetch_segment
 from .log.segment_format import read_schema
 from .models import TopicPartition
 from .names import validate_id, validate_partition
@@ -35,8 +40,34 @@ RESETS = ("earliest", "latest", "none")
 #: record), the role Kafka's fetch.max.bytes plays; ``max_records`` caps the count as
 #: Kafka's max.poll.records does, and is unlimited unless given
 DEFAULT_POLL_BYTES = 8 * 1024 * 1024
-#: polls smaller than this many records slice a block of this size built once
-BLOCK_RECORDS = 16_384
+
+
+#: the metadata columns' constant arrays, shared by the process's consumers
+_METADATA = MetadataColumns()
+_PREFETCHER: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+_PREFETCHER_LOCK = threading.Lock()
+
+
+def _prefetcher() -> ThreadPoolExecutor:
+    """The threads that fetch segment objects ahead of polls, shared by the process's
+    consumers and kept (an object store keeps a client per thread: new threads for each
+    consumer would pay for new clients). A forked child, which has none of its parent's
+    threads, makes its own."""
+    global _PREFETCHER
+    with _PREFETCHER_LOCK:
+        if _PREFETCHER is None or _PREFETCHER[0] != os.getpid():
+            _PREFETCHER = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-broker-prefetch"))
+        return _PREFETCHER[1]
+
+
+@dataclass
+class _Block:
+    """A whole decoded segment with its metadata columns, that polls slice."""
+
+    key: str
+    table: pa.Table
+    #: the segment's average decoded bytes per record (what poll sizes are counted in)
+    row_bytes: float
 
 
 @dataclass
@@ -46,10 +77,13 @@ class _Plan:
     position: int
     end: int
     segments: list[PlannedSegment]
-    #: a block of the segment being read, with its metadata columns, that small polls
-    #: slice: offsets [block_start, block_start + block.num_rows)
+    #: the first segment not read past yet
+    index: int = 0
+    #: the current segment's block, read from offsets [block_start, block_stop)
     block: pa.Table | None = None
     block_start: int = 0
+    block_stop: int = 0
+    row_bytes: float = 1.0
 
 
 def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: Iterable[TopicPartition]
@@ -105,7 +139,10 @@ class Consumer:
         self._positions: dict[TopicPartition, int] = {}
         self._cache = SegmentCache(store)
         self._plans: dict[TopicPartition, _Plan] = {}
-        self._sizes: dict[str, float] = {}
+        self._blocks: dict[TopicPartition, _Block] = {}
+        self._metadata = _METADATA
+        #: segment objects being fetched in the background, by object key
+        self._prefetched: dict[str, Future[pa.Buffer]] = {}
         self._next = 0
         self._closed = False
 
@@ -123,6 +160,7 @@ class Consumer:
         self._assignment = sorted(set(tps))
         self._positions = {tp: p for tp, p in self._positions.items() if tp in self._assignment}
         self._plans = {tp: p for tp, p in self._plans.items() if tp in self._assignment}
+        self._blocks = {tp: b for tp, b in self._blocks.items() if tp in self._assignment}
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Read every partition of these topics (no group rebalancing: this consumer gets
@@ -224,6 +262,9 @@ class Consumer:
             raise InvalidConfigError(f"timeout_s must be a non-negative number of seconds, got {timeout_s!r}")
         if not self._assignment:
             raise IllegalStateError("poll() needs assign() or subscribe() first")
+        sliced = self._slice_current_block(max_records, max_bytes)
+        if sliced is not None:
+            return sliced
         deadline = time.monotonic() + float(timeout_s)
         delay = 0.02
         while True:
@@ -247,6 +288,25 @@ class Consumer:
             return pa.concat_tables(tables, promote_options="permissive")
         return pa.concat_tables(tables)
 
+    def _slice_current_block(self, max_records: int | None, max_bytes: int) -> pa.Table | None:
+        """The poll when the next partition's current block holds all of it (the common
+        case of small polls): what :meth:`_fetch` would return, without its bookkeeping.
+        None otherwise."""
+        if max_records is None:
+            return None
+        n = len(self._assignment)
+        tp = self._assignment[self._next % n]
+        plan = self._plans.get(tp)
+        if plan is None or plan.block is None:
+            return None
+        position = plan.position
+        if not (plan.block_start <= position and position + max_records <= plan.block_stop
+                and max_records * plan.row_bytes <= max_bytes and self._positions.get(tp) == position):
+            return None
+        plan.position = self._positions[tp] = position + max_records
+        self._next = (self._next + 1) % n
+        return plan.block.slice(position - plan.block_start, max_records)
+
     def _fetch(self, max_records: int | None, max_bytes: int) -> list[tuple[str, pa.Table]]:
         """(topic, records) of each partition read, taking turns between partitions."""
         fetched: list[tuple[str, pa.Table]] = []
@@ -264,18 +324,22 @@ class Consumer:
         self._next = (self._next + 1) % n
         return fetched
 
-    def _plan(self, tp: TopicPartition, position: int) -> _Plan:
+    def _plan(self, tp: TopicPartition, position: int | None) -> _Plan:
         """The partition's plan from ``position``: the one an earlier poll made while it
-        still covers ``position``, else a new one (one database read)."""
+        still covers ``position``, else a new one (one database read). ``position`` None:
+        the partition has no position yet and starts at its log start (no group offset,
+        auto_offset_reset=earliest), found in the same read."""
         plan = self._plans.get(tp)
-        if plan is not None and plan.position == position < plan.end:
+        if plan is not None and plan.position == position and position < plan.end:
             return plan
         meta = self._topic(tp.topic)
-        offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position,
+        offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position or 0,
                                        self.isolation_level)
         if offsets is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} was deleted")
-        if position < offsets.log_start_offset or position > offsets.high_watermark:
+        if position is None:
+            position = self._positions[tp] = offsets.log_start_offset
+        elif position < offsets.log_start_offset or position > offsets.high_watermark:
             position = self._positions[tp] = self._reset(tp)  # out of range: reset like Kafka
             offsets, segments = plan_fetch(self._db, meta.topic_id, tp.partition, position,
                                            self.isolation_level)
@@ -289,7 +353,10 @@ class Consumer:
     def _fetch_partition(self, tp: TopicPartition, limit: float, budget: list[float], *,
                          first: bool) -> pa.Table | None:
         for attempt in (1, 2):
-            plan = self._plan(tp, self.position(tp))
+            position = self._positions.get(tp)
+            if position is None and (self.group_id is not None or self.auto_offset_reset != "earliest"):
+                position = self.position(tp)
+            plan = self._plan(tp, position)
             try:
                 return self._read_plan(tp, plan, limit, budget, first=first)
             except CorruptSegmentError:
@@ -301,61 +368,77 @@ class Consumer:
 
     def _read_plan(self, tp: TopicPartition, plan: _Plan, limit: float, budget: list[float], *,
                    first: bool) -> pa.Table | None:
-        """Up to ``limit`` records and about ``budget[0]`` bytes (spent here) from the plan."""
+        """Up to ``limit`` records and about ``budget[0]`` bytes (spent here) from the plan:
+        slices of the current segment's block, the next block loaded when one runs out."""
         position, end = plan.position, plan.end
         parts: list[pa.Table] = []
-        segments = plan.segments
-        while segments and segments[0].end_offset <= position:
-            segments = segments[1:]  # read already: drop from the plan
-        for seg in segments:
-            if limit <= 0 or budget[0] <= 0 or position >= end:
-                break
-            if seg.skipped_at(self.isolation_level):
-                position = min(seg.end_offset, end)
-                continue
-            table = self._cache.get(seg)
-            row_bytes = self._row_bytes(seg.object_key, table)
-            stop = min(end, seg.end_offset)
-            count = min(stop - position, int(min(limit, budget[0] // row_bytes)))
-            if count <= 0:
-                if parts or not first:
-                    break
-                count = 1  # a poll returns at least one record, however large
-            rows = self._decorated(plan, tp, seg, table, position, count, stop)
-            parts.append(rows)
-            position += rows.num_rows
-            limit -= rows.num_rows
-            budget[0] -= rows.num_rows * row_bytes
-        plan.position = position
-        plan.segments = segments
-        self._positions[tp] = position
+        try:
+            while position < end and limit > 0 and budget[0] > 0:
+                if not plan.block_start <= position < plan.block_stop:
+                    position = self._next_block(tp, plan, position)
+                    if position >= plan.block_stop:
+                        break  # only skipped segments up to the plan's end
+                count = min(plan.block_stop - position, int(min(limit, budget[0] // plan.row_bytes)))
+                if count <= 0:
+                    if parts or not first:
+                        break
+                    count = 1  # a poll returns at least one record, however large
+                assert plan.block is not None
+                parts.append(plan.block.slice(position - plan.block_start, count))
+                position += count
+                limit -= count
+                budget[0] -= count * plan.row_bytes
+        finally:
+            plan.position = self._positions[tp] = position
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
-    def _row_bytes(self, key: str, table: pa.Table) -> float:
-        """The average decoded size of a segment's records (computed once per segment)."""
-        size = self._sizes.get(key)
-        if size is None:
-            if len(self._sizes) > 4096:
-                self._sizes.clear()
-            size = self._sizes[key] = max(table.nbytes / max(table.num_rows, 1), 1.0)
-        return size
+    def _next_block(self, tp: TopicPartition, plan: _Plan, position: int) -> int:
+        """Make the block of the plan's segment holding ``position`` current, moving past
+        segments the isolation level skips; the position to read from. A block is a whole
+        segment with its metadata columns, built once (and kept for the partition across
+        plans), so that polls only slice it."""
+        segments, i = plan.segments, plan.index
+        while i < len(segments) and (segments[i].end_offset <= position
+                                     or segments[i].skipped_at(self.isolation_level)):
+            position = max(position, min(segments[i].end_offset, plan.end))
+            i += 1
+        plan.index = i
+        plan.block, plan.block_start, plan.block_stop = None, position, position
+        if i == len(segments) or position >= plan.end:
+            return position
+        seg = segments[i]
+        position = max(position, seg.base_offset)
+        block = self._blocks.get(tp)
+        if block is None or block.key != seg.object_key:
+            if block is not None:
+                self._cache.discard(block.key)  # read past (a seek back decodes it again)
+            pending = self._prefetched.pop(seg.object_key, None)
+            table = self._cache.get(seg, None if pending is None else pending.result)
+            self._prefetch(segments, i + 1)
+            block = self._blocks[tp] = _Block(seg.object_key, self._metadata.add(table, tp.topic, tp.partition,
+                                                                                seg.base_offset),
+                                              max(table.nbytes / max(table.num_rows, 1), 1.0))
+        plan.block, plan.block_start = block.table, seg.base_offset
+        plan.block_stop, plan.row_bytes = min(seg.end_offset, plan.end), block.row_bytes
+        return position
 
-    def _decorated(self, plan: _Plan, tp: TopicPartition, seg: PlannedSegment, table: pa.Table,
-                   position: int, count: int, stop: int) -> pa.Table:
-        """``count`` records from ``position`` with the metadata columns. A large read builds
-        them for itself; small ones slice a block built once for many polls."""
-        if count >= BLOCK_RECORDS:
-            rows = read_rows(table, seg, position, position + count)
-            return with_metadata(rows, tp.topic, tp.partition, position)
-        block = plan.block
-        if block is None or not plan.block_start <= position < plan.block_start + block.num_rows \
-                or position + count > plan.block_start + block.num_rows:
-            rows = read_rows(table, seg, position, min(stop, position + BLOCK_RECORDS))
-            block = plan.block = with_metadata(rows, tp.topic, tp.partition, position)
-            plan.block_start = position
-        return block.slice(position - plan.block_start, count)
+    def _prefetch(self, segments: list[PlannedSegment], i: int) -> None:
+        """Fetch the object of the first segment from ``segments[i]`` this consumer will
+        read (not one its isolation level skips) in the background, while polls slice the
+        current one: one segment ahead per partition, as Kafka's consumer fetches ahead.
+        It is decoded when a poll reaches it, in the polling thread (decoding elsewhere
+        costs more CPU: memory allocated by one thread and freed by another is reused
+        less)."""
+        while i < len(segments) and segments[i].skipped_at(self.isolation_level):
+            i += 1
+        if i == len(segments) or segments[i].object_key in self._prefetched:
+            return
+        if len(self._prefetched) > 2 * len(self._assignment):  # left by seeks: let them go
+            self._prefetched.clear()
+        self._prefetched[segments[i].object_key] = _prefetcher().submit(fetch_segment, self._cache.store,
+                                                                         segments[i])
 
     # -- group offsets -------------------------------------------------------------------
 
@@ -381,6 +464,9 @@ class Consumer:
 
     def close(self) -> None:
         self._closed = True
+        for pending in self._prefetched.values():
+            pending.cancel()
+        self._prefetched.clear()
 
     def __enter__(self) -> Consumer:
         return self

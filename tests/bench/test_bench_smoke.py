@@ -17,9 +17,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--quick", "--reps", "1", "--produce-mb", "2", "--txn-mb", "1", "--small-appends", "2", "--large-rows", "2000",
-        "--large-reps", "1", "--commit-samples", "2", "--consume-mb", "2", "--scale-partitions", "20",
-        "--scale-segments", "400", "--scale-points", "2", "--scale-samples", "2", "--max-producers", "2",
-        "--concurrency-seconds", "1", "--spark-rows", "2000", "--kafka-mb", "1", "--max-txn-mb", "1"]
+        "--large-reps", "1", "--commit-samples", "2", "--consume-mb", "2", "--user-rows", "20000",
+        "--scale-partitions", "20", "--scale-segments", "400", "--scale-points", "2", "--scale-samples", "2",
+        "--max-producers", "2", "--concurrency-seconds", "1", "--spark-rows", "2000", "--kafka-mb", "1",
+        "--max-txn-mb", "1"]
 
 
 def run_bench(tmp_path: Path, *args: str) -> dict:

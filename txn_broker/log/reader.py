@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import CorruptSegmentError
 from ..storage import ObjectNotFoundError, ObjectStore
@@ -26,13 +28,15 @@ class SegmentCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, segment: PlannedSegment) -> pa.Table:
+    def get(self, segment: PlannedSegment, data: Callable[[], pa.Buffer] | None = None) -> pa.Table:
+        """The segment decoded, from the cache or loaded; ``data``: its object's bytes
+        when a caller fetched them already (called only if the cache misses)."""
         with self._lock:
             table = self._tables.get(segment.object_key)
             if table is not None:
                 self._tables.move_to_end(segment.object_key)
                 return table
-        table = load_segment(self.store, segment)
+        table = load_segment(self.store, segment, None if data is None else data())
         with self._lock:
             self._tables[segment.object_key] = table
             self._bytes += table.nbytes
@@ -42,20 +46,35 @@ class SegmentCache:
         return table
 
 
-def load_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Table:
+    def discard(self, key: str) -> None:
+        """Forget a segment read past, so that its memory is reused as soon as readers let
+        go of its records (rather than when the cache is full)."""
+        with self._lock:
+            table = self._tables.pop(key, None)
+            if table is not None:
+                self._bytes -= table.nbytes
+
+
+def fetch_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Buffer:
+    """A planned segment's object, not decoded yet (CorruptSegmentError if it is gone)."""
     if segment.purged:
         raise CorruptSegmentError(
             f"segment {segment.object_key} (offsets {segment.base_offset}..{segment.end_offset - 1}) "
             "belongs to an aborted transaction purged by gc; readers must skip it"
         )
     try:
-        data = store.get_buffer(segment.object_key)  # zero-copy where the store allows (a memory map)
+        return store.get_buffer(segment.object_key)  # zero-copy where the store allows (a memory map)
     except ObjectNotFoundError:
         raise CorruptSegmentError(
             f"segment object {segment.object_key} (offsets {segment.base_offset}.."
             f"{segment.end_offset - 1}) is missing from storage; run `txn-broker fsck`"
         ) from None
-    table = decode_segment(data)
+
+
+def load_segment(store: ObjectStore, segment: PlannedSegment, data: pa.Buffer | None = None) -> pa.Table:
+    """A planned segment decoded and checked against its metadata; ``data``: its object,
+    if fetched already."""
+    table = decode_segment(fetch_segment(store, segment) if data is None else data)
     if table.num_rows != segment.record_count:
         raise CorruptSegmentError(
             f"segment object {segment.object_key} holds {table.num_rows} records, "
@@ -72,6 +91,41 @@ def with_metadata(rows: pa.Table, topic: str, partition: int, first_offset: int)
     rows = rows.add_column(0, pa.field("_partition", pa.int32()),
                            pa.array(np.full(n, partition, dtype=np.int32)))
     return rows.add_column(0, pa.field("_topic", pa.string()), _repeated(topic, n))
+
+
+class MetadataColumns:
+    """:func:`with_metadata` for readers that decorate many segments: the constant
+    columns (``_topic``, ``_partition``) are slices of arrays built once per topic and
+    partition (grown when a longer segment comes), so only ``_offset`` is built per
+    segment: added to a range built once, in Arrow's memory pool (which reuses freed
+    memory where numpy would touch new pages). Holds the arrays of at most ``keep``
+    topics and partition numbers; safe to share between threads."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self._topics: dict[str, pa.Array] = {}
+        self._partitions: dict[int, pa.Array] = {}
+        self._range = pa.array(np.arange(0, dtype=np.int64))
+
+    def add(self, rows: pa.Table, topic: str, partition: int, first_offset: int) -> pa.Table:
+        n = rows.num_rows
+        topics = self._topics.get(topic)
+        if topics is None or len(topics) < n:
+            if len(self._topics) >= self.keep:
+                self._topics.clear()
+            topics = self._topics[topic] = _repeated(topic, n)
+        partitions = self._partitions.get(partition)
+        if partitions is None or len(partitions) < n:
+            if len(self._partitions) >= self.keep:
+                self._partitions.clear()
+            partitions = self._partitions[partition] = pa.array(np.full(n, partition, dtype=np.int32))
+        numbers = self._range
+        if len(numbers) < n:
+            numbers = self._range = pa.array(np.arange(n, dtype=np.int64))
+        offsets = pc.add(numbers.slice(0, n), pa.scalar(first_offset, pa.int64()))
+        rows = rows.add_column(0, pa.field("_offset", pa.int64()), offsets)
+        rows = rows.add_column(0, pa.field("_partition", pa.int32()), partitions.slice(0, n))
+        return rows.add_column(0, pa.field("_topic", pa.string()), topics.slice(0, n))
 
 
 def _repeated(text: str, n: int) -> pa.Array:
