@@ -168,6 +168,28 @@ class _SparkJobs:
         return out
 
 
+def _tree_cpu() -> float:
+    """CPU seconds used so far by this process and every process under it (the JVM Spark
+    runs in, its Python workers, a moto server the bench started), from /proc; 0 off Linux.
+    On a shared machine it tells the stages' cost apart from the waits other work causes."""
+    procs: dict[int, tuple[int, int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        procs[int(stat.parent.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    me, ticks = os.getpid(), 0
+    for pid, (_, used) in procs.items():
+        ancestor = pid
+        while ancestor in procs and ancestor not in (me, 0, 1):
+            ancestor = procs[ancestor][0]
+        if ancestor == me:
+            ticks += used
+    return ticks / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
 def _median(values: list[float]) -> float:
     return float(np.median(values)) if values else float("nan")
 
@@ -324,10 +346,16 @@ def run(rows: int, reps: int, database_url: str, storage_url: str, workdir: str 
                 phases[name].append(value)
             return stage.summary.records_out
 
-        def timed(call: Callable[[], int]) -> tuple[float, int]:
+        cpu: dict[str, list[float]] = {"parquet": [], "txn_topic": []}
+
+        def timed(call: Callable[[], int], side: str | None = None) -> tuple[float, int]:
+            used = _tree_cpu()
             start = time.perf_counter()
             out = call()
-            return time.perf_counter() - start, out
+            elapsed = time.perf_counter() - start
+            if side:
+                cpu[side].append(_tree_cpu() - used)
+            return elapsed, out
 
         progress("spark stage: warm-up")
         _, expected_s3 = timed(lambda: parquet_stage(0))
@@ -341,10 +369,10 @@ def run(rows: int, reps: int, database_url: str, storage_url: str, workdir: str 
         spark_jobs: dict[str, list[dict[str, float]]] = {"parquet": [], "txn_topic": []}
         for rep in range(1, reps + 1):
             jobs.start(f"bench-baseline-{rep}")
-            seconds["parquet"].append(timed(lambda rep=rep: parquet_stage(rep))[0])
+            seconds["parquet"].append(timed(lambda rep=rep: parquet_stage(rep), "parquet")[0])
             spark_jobs["parquet"].append(jobs.summary(f"bench-baseline-{rep}"))
             jobs.start(f"bench-topic-{rep}")
-            seconds["txn_topic"].append(timed(lambda rep=rep: topic_stage(rep))[0])
+            seconds["txn_topic"].append(timed(lambda rep=rep: topic_stage(rep), "txn_topic")[0])
             spark_jobs["txn_topic"].append(jobs.summary(f"bench-topic-{rep}"))
             progress(f"spark stage: rep {rep}/{reps}: baseline {seconds['parquet'][-1]:.2f}s, "
                      f"txn_topic {seconds['txn_topic'][-1]:.2f}s")
@@ -359,6 +387,8 @@ def run(rows: int, reps: int, database_url: str, storage_url: str, workdir: str 
     shutil.rmtree(base, ignore_errors=True)
     ratios = [p / t for p, t in zip(seconds["parquet"], seconds["txn_topic"], strict=True)]
     breakdown = {"phases_s": {k: _median(v) for k, v in phases.items()},
+                 "cpu_s": {k: _median(v) for k, v in cpu.items()},
+                 "cpu_ratio": _median([p / t for p, t in zip(cpu["parquet"], cpu["txn_topic"], strict=True) if t > 0]),
                  "spark": {side: {k: _median([j[k] for j in js]) for k in js[0]} for side, js in spark_jobs.items()},
                  "python_work_s": work, "write_batch_rows": batch_rows}
     notes.extend(_breakdown_notes(breakdown, seconds, baseline_name))
@@ -373,6 +403,9 @@ def _breakdown_notes(b: dict[str, Any], seconds: dict[str, list[float]], baselin
     t, base = sp["txn_topic"], sp["parquet"]
     spark_outside = ph["spark_write"] - t["job_s"]
     notes = [
+        f"CPU of a stage (driver, Spark's JVM and Python workers, and moto on S3; PostgreSQL not counted), "
+        f"median: txn_topic {b['cpu_s']['txn_topic']:.2f}s, baseline {b['cpu_s']['parquet']:.2f}s: a CPU ratio "
+        f"of {b['cpu_ratio']:.2f} (the wall-time ratio moves with what else runs on the machine)",
         f"txn_topic stage {_median(seconds['txn_topic']):.2f}s = begin (init, begin, fix offsets) "
         f"{ph['begin'] * 1e3:.0f} ms + load (schema in a Python worker) {ph['load'] * 1e3:.0f} ms + write "
         f"{ph['spark_write']:.2f}s + commit (offsets, summary, commit) {ph['commit'] * 1e3:.0f} ms; of the write, "
