@@ -82,7 +82,7 @@ def _spark() -> tuple[Any, bool]:
 
 
 def _pyarrow_s3_baseline(spark: Any, fs_args: dict[str, Any], in_keys: list[str], out_base: str
-                         ) -> Callable[[int], int]:
+                         ) -> Callable[..., int]:
     """The baseline on S3: the same stage with pyarrow reading the input Parquet objects and
     writing the output ones from Spark's Python workers, through the same S3 server. The
     driver plans the list of object keys (one Spark task per object, as the txn_topic read
@@ -95,8 +95,8 @@ def _pyarrow_s3_baseline(spark: Any, fs_args: dict[str, Any], in_keys: list[str]
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    read_schema = StructType.fromDDL("order_id string, customer_id string, country string, amount double, "
-                                     "quantity int, ts timestamp")
+    ddl = "order_id string, customer_id string, country string, amount double, quantity int, ts timestamp"
+    read_schema: StructType = StructType.fromDDL(ddl)  # type: ignore[assignment]
     target = to_arrow_schema(read_schema, timezone="UTC")
 
     def read_objects(batches: Any) -> Any:
@@ -108,7 +108,7 @@ def _pyarrow_s3_baseline(spark: Any, fs_args: dict[str, Any], in_keys: list[str]
             for key in b.column(0).to_pylist():
                 yield from pq.read_table(key, filesystem=s3).cast(target).to_batches()
 
-    def stage(rep: int) -> int:
+    def stage(rep: int, read_only: bool = False) -> int:
         prefix = f"{out_base}/rep-{rep}-{uuid.uuid4().hex[:6]}"
 
         def write_objects(batches: Any) -> Any:
@@ -119,6 +119,7 @@ def _pyarrow_s3_baseline(spark: Any, fs_args: dict[str, Any], in_keys: list[str]
 
             s3 = pafs.S3FileSystem(**fs_args)
             ctx = TaskContext.get()
+            assert ctx is not None
             table = pa.Table.from_batches(list(batches))
             if table.num_rows:
                 pq.write_table(table, f"{prefix}/part-{ctx.partitionId():05d}-{ctx.taskAttemptId()}.parquet",
@@ -128,6 +129,9 @@ def _pyarrow_s3_baseline(spark: Any, fs_args: dict[str, Any], in_keys: list[str]
         keys = spark.createDataFrame(spark.sparkContext.parallelize([(k,) for k in in_keys], len(in_keys)),
                                      "key string")
         df = keys.mapInArrow(read_objects, read_schema)
+        if read_only:
+            transform(df).write.format("noop").mode("overwrite").save()
+            return 0
         return sum(r.rows for r in transform(df).mapInArrow(write_objects, "rows long").collect())
 
     return stage
@@ -377,6 +381,24 @@ def run(rows: int, reps: int, database_url: str, storage_url: str, workdir: str 
             progress(f"spark stage: rep {rep}/{reps}: baseline {seconds['parquet'][-1]:.2f}s, "
                      f"txn_topic {seconds['txn_topic'][-1]:.2f}s")
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        progress("spark stage: the read side alone (filter and project, written to Spark's noop sink)")
+        from txn_broker.spark.options import connection_options
+
+        def topic_read_only() -> int:
+            df = spark.read.format("txn_topic").options(**connection_options(broker)).option("topics", in_topic).load()
+            transform(df).write.format("noop").mode("overwrite").save()
+            return 0
+
+        def baseline_read_only() -> int:
+            if on_s3:
+                return s3_stage(0, read_only=True)
+            transform(spark.read.parquet(str(parquet_in))).write.format("noop").mode("overwrite").save()
+            return 0
+
+        read_side: dict[str, list[float]] = {"parquet": [], "txn_topic": []}
+        for _ in range(max(3, reps)):
+            read_side["parquet"].append(timed(baseline_read_only)[0])
+            read_side["txn_topic"].append(timed(topic_read_only)[0])
         progress("spark stage: breakdown of the Python work")
         work = _work_breakdown(broker, in_topic, None if on_s3 else parquet_in)
         broker.delete_topic(in_topic)
@@ -388,6 +410,7 @@ def run(rows: int, reps: int, database_url: str, storage_url: str, workdir: str 
     ratios = [p / t for p, t in zip(seconds["parquet"], seconds["txn_topic"], strict=True)]
     breakdown = {"phases_s": {k: _median(v) for k, v in phases.items()},
                  "cpu_s": {k: _median(v) for k, v in cpu.items()},
+                 "read_side_s": {k: _median(v) for k, v in read_side.items()},
                  "cpu_ratio": _median([p / t for p, t in zip(cpu["parquet"], cpu["txn_topic"], strict=True) if t > 0]),
                  "spark": {side: {k: _median([j[k] for j in js]) for k in js[0]} for side, js in spark_jobs.items()},
                  "python_work_s": work, "write_batch_rows": batch_rows}
@@ -406,6 +429,11 @@ def _breakdown_notes(b: dict[str, Any], seconds: dict[str, list[float]], baselin
         f"CPU of a stage (driver, Spark's JVM and Python workers, and moto on S3; PostgreSQL not counted), "
         f"median: txn_topic {b['cpu_s']['txn_topic']:.2f}s, baseline {b['cpu_s']['parquet']:.2f}s: a CPU ratio "
         f"of {b['cpu_ratio']:.2f} (the wall-time ratio moves with what else runs on the machine)",
+        f"read side alone (read, filter, project, Spark's noop sink), median: txn_topic "
+        f"{b['read_side_s']['txn_topic']:.2f}s, baseline {b['read_side_s']['parquet']:.2f}s; so the write side "
+        f"(the rest of the stage, transaction included) is txn_topic "
+        f"{_median(seconds['txn_topic']) - b['read_side_s']['txn_topic']:.2f}s, baseline "
+        f"{_median(seconds['parquet']) - b['read_side_s']['parquet']:.2f}s",
         f"txn_topic stage {_median(seconds['txn_topic']):.2f}s = begin (init, begin, fix offsets) "
         f"{ph['begin'] * 1e3:.0f} ms + load (schema in a Python worker) {ph['load'] * 1e3:.0f} ms + write "
         f"{ph['spark_write']:.2f}s + commit (offsets, summary, commit) {ph['commit'] * 1e3:.0f} ms; of the write, "
