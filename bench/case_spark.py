@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -58,6 +59,10 @@ def _figures(result: CaseResult, out: Any) -> None:
         result.add(Figure("throughput, txn_topic stage / plain Parquet stage", float(out["ratio"]), "×", TARGET))
     else:
         raise ValueError(f"bench/spark_stage.py run() returned no timings: {sorted(out)}")
+    cpu_ratio = (out.get("breakdown") or {}).get("cpu_ratio")
+    if isinstance(cpu_ratio, float) and math.isfinite(cpu_ratio) and cpu_ratio > 0:
+        # the cost side of the same repetitions, steadier than wall time on a busy machine
+        result.add(Figure("CPU efficiency, baseline CPU s / txn_topic CPU s (process tree)", cpu_ratio, "×", None))
     result.series = {k: v for k, v in out.items() if k not in ("sizes", "notes")}
     if out.get("sizes"):
         result.sizes = f"{out['sizes']}; {result.sizes}"
