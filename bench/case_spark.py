@@ -1,5 +1,6 @@
 """Case 8: a Spark stage through ``txn_topic`` against the same stage with plain Spark
-Parquet (the case from the Spark issue). Target: throughput ratio ≥ 0.8.
+Parquet (the case from the Spark issue). Target: throughput ratio ≥ 0.9 over at least
+1M rows in 4 input partitions.
 
 The stage itself is ``bench/spark_stage.py``, written with the Spark data source; it
 exposes a self-contained ``run(...)``. This module only adapts it to the harness: it
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from .servers import ROOT, Backend
 from .sizes import Sizes
 
 TITLE = "Spark stage through txn_topic vs plain Spark Parquet"
-TARGET = Target(">=", 0.8)
+TARGET = Target(">=", 0.9)
 STAGE = Path(__file__).with_name("spark_stage.py")
 
 
@@ -57,6 +59,10 @@ def _figures(result: CaseResult, out: Any) -> None:
         result.add(Figure("throughput, txn_topic stage / plain Parquet stage", float(out["ratio"]), "×", TARGET))
     else:
         raise ValueError(f"bench/spark_stage.py run() returned no timings: {sorted(out)}")
+    cpu_ratio = (out.get("breakdown") or {}).get("cpu_ratio")
+    if isinstance(cpu_ratio, float) and math.isfinite(cpu_ratio) and cpu_ratio > 0:
+        # the cost side of the same repetitions, steadier than wall time on a busy machine
+        result.add(Figure("CPU efficiency, baseline CPU s / txn_topic CPU s (process tree)", cpu_ratio, "×", None))
     result.series = {k: v for k, v in out.items() if k not in ("sizes", "notes")}
     if out.get("sizes"):
         result.sizes = f"{out['sizes']}; {result.sizes}"

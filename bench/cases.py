@@ -41,7 +41,7 @@ CASES = {c.number: c for c in [
     Case(6, "scale: commit latency and poll planning", "case_scale", "flat within 1.25×"),
     Case(7, "concurrent transactional producers (processes)", "case_concurrency",
          "aggregate commits/s at 16 ≥ 4× one producer", target_backends=("postgres",)),
-    Case(8, "Spark stage through txn_topic vs plain Spark Parquet", "case_spark", "≥ 0.8"),
+    Case(8, "Spark stage through txn_topic vs plain Spark Parquet", "case_spark", "≥ 0.9"),
     Case(9, "Kafka clients through txn-broker serve vs the Python API", "case_kafka",
          "≥ 0.5× produce (idempotent, transactional) and consume"),
 ]}

@@ -34,7 +34,7 @@ class Sizes:
     max_producers: int = _f(16, "case 7: the largest number of producer processes (1, 4, 16)")
     concurrency_seconds: int = _f(8, "case 7: seconds each producer count runs")
     spark_rows: int = _f(1_000_000, "case 8: rows through the Spark stage")
-    spark_reps: int = _f(3, "case 8: interleaved repetitions of each Spark stage")
+    spark_reps: int = _f(5, "case 8: interleaved repetitions of each Spark stage")
     kafka_mb: int = _f(32, "case 9: MB produced and consumed through the Kafka protocol per repetition")
 
     @classmethod

@@ -107,6 +107,11 @@ def test_the_spark_stage_adapter_fits_the_stage_module(tmp_path):
     assert figure.value == pytest.approx(0.5) and figure.spread == (0.5, 1.0)
     assert figure.target == TARGET and figure.met is False
     assert result.notes == ["a note"] and result.sizes.startswith("10 rows")
+    # with the breakdown's CPU ratio, a second figure without a target
+    result = CaseResult(8, "spark", "sqlite")
+    _figures(result, {"seconds": {"parquet": [1.0], "txn_topic": [2.0]}, "breakdown": {"cpu_ratio": 0.8}})
+    ratio, cpu = result.figures
+    assert ratio.target == TARGET and cpu.target is None and cpu.value == pytest.approx(0.8) and cpu.unit == "×"
 
 
 def test_the_kafka_protocol_case(tmp_path):
