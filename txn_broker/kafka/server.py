@@ -38,6 +38,7 @@ from .security import MECHANISMS, SaslSession, SaslUsers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 #: a Produce request decoded, with the batches prepared ahead of its turn
 _Prepared = tuple[codec.RequestHead, Any, dict[tuple[str, int], "PreparedProduce"]]
 
@@ -53,6 +54,9 @@ HEARTBEAT_S = 2.0
 LISTENER_EXPIRY_MS = 6000
 #: Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+#: the stream's flow-control limit: reading pauses above twice this unread (a low limit
+#: pauses and resumes the socket many times for each request of megabytes)
+READ_LIMIT = 2 * 1024 * 1024
 #: a request's bytes must arrive within this long once its length was read
 FRAME_TIMEOUT_S = 30.0
 #: a connection that sends nothing this long is closed (Kafka's connections.max.idle.ms)
@@ -142,7 +146,7 @@ class KafkaServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**16, ssl=self.tls,
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=READ_LIMIT, ssl=self.tls,
                                                   ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self._call(self.backend.register_listener, self.advertised_host, self.port)
@@ -257,8 +261,13 @@ class KafkaServer:
                 response = await self._dispatch(item.frame, peer, session, item.prepared)
                 if response is None:
                     continue
-                writer.write(len(response).to_bytes(4, "big"))
-                writer.write(response)  # not joined to the prefix: a fetch response is megabytes
+                if isinstance(response, bytes):
+                    response = [response]
+                # not joined: a fetch response is megabytes of records, written as they are
+                writer.write(sum(len(part) for part in response).to_bytes(4, "big"))
+                for part in response:
+                    if part:
+                        writer.write(part)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return
@@ -317,8 +326,13 @@ class KafkaServer:
         return asyncio.create_task(self._prepare_produce(frame))
 
     async def _prepare_produce(self, frame: bytes) -> _Prepared:
-        """The decoded request and each partition's prepared batch; a partition that
-        fails here is left out, to be produced (and its error answered) in order."""
+        """The decoded request and each partition's prepared batch, all in a worker
+        thread (the event loop meanwhile reads the connections)."""
+        return await self._call(self._prepare_produce_frame, frame)
+
+    def _prepare_produce_frame(self, frame: bytes) -> _Prepared:
+        """:meth:`_prepare_produce`'s work: a partition that fails here is left out, to be
+        produced (and its error answered) in order."""
         head, request = codec.decode_request(frame, self.supported)
         ready: dict[tuple[str, int], PreparedProduce] = {}
         for t in request.topic_data:
@@ -329,7 +343,7 @@ class KafkaServer:
                 try:
                     batches = decode_batches(p.records)
                     if len(batches) == 1:
-                        ready[key] = await self._call(self.backend.prepare_produce, t.name, int(p.index), batches[0])
+                        ready[key] = self.backend.prepare_produce(t.name, int(p.index), batches[0])
                 except (RecordFormatError, TxnBrokerError):
                     continue
         return head, request, ready
@@ -351,7 +365,7 @@ class KafkaServer:
             await self._call(self.backend.discard, prepared)
 
     async def _dispatch(self, frame: bytes, peer: Any, session: SaslSession | None = None,
-                        prepared: asyncio.Task[_Prepared] | None = None) -> bytes | None:
+                        prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
             raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too
@@ -375,6 +389,9 @@ class KafkaServer:
             return None
         if head.api_version < PRODUCER_FENCED_SINCE.get(head.api_key, 0):
             payload = _older_fencing_code(payload)
+        if head.api_key == FETCH_KEY:  # the records are not copied through kio
+            holders = [p for t in payload["responses"] for p in t["partitions"]]
+            return codec.encode_response_parts(head, payload, holders)
         return codec.encode_response(head, payload)
 
     def _unsupported(self, head: codec.RequestHead, peer: Any) -> bytes:
