@@ -31,6 +31,7 @@ from ..states import is_open
 from . import codec
 from .backend import KafkaBackend, Node, PreparedProduce
 from .errors import error_code, for_produce
+from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
 from .recordbatch import RecordFormatError, decode_batches
 from .security import MECHANISMS, SaslSession, SaslUsers
@@ -54,9 +55,6 @@ HEARTBEAT_S = 2.0
 LISTENER_EXPIRY_MS = 6000
 #: Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
-#: the stream's flow-control limit: reading pauses above twice this unread (a low limit
-#: pauses and resumes the socket many times for each request of megabytes)
-READ_LIMIT = 2 * 1024 * 1024
 #: a request's bytes must arrive within this long once its length was read
 FRAME_TIMEOUT_S = 30.0
 #: a connection that sends nothing this long is closed (Kafka's connections.max.idle.ms)
@@ -146,8 +144,9 @@ class KafkaServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=READ_LIMIT, ssl=self.tls,
-                                                  ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: FrameProtocol(FrameReader(self.max_request_bytes), self._accept), self.host, self.port,
+            ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self._call(self.backend.register_listener, self.advertised_host, self.port)
         self.nodes = await self._call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
@@ -233,7 +232,7 @@ class KafkaServer:
 
     # -- connections -----------------------------------------------------------------------
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -243,7 +242,7 @@ class KafkaServer:
         with contextlib.suppress(asyncio.CancelledError):
             await self._serve_connection(reader, writer)
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         """Requests are answered one at a time, in order, as Kafka does; the next request
         is read meanwhile, and a Produce request's batches are prepared (decoded, checked,
         uploaded: nothing anyone sees) while the previous request completes."""
@@ -287,19 +286,19 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _read_frames(self, reader: asyncio.StreamReader, frames: asyncio.Queue[Any], peer: Any,
+    async def _read_frames(self, reader: FrameReader, frames: asyncio.Queue[Any], peer: Any,
                            session: SaslSession | None) -> None:
         """Frames of the connection into ``frames`` (at most one waiting); None to close
         quietly, or the exception that ended the reading."""
         try:
             while True:
-                prefix = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
-                size = int.from_bytes(prefix, "big", signed=True)
-                if size < 8 or size > self.max_request_bytes:
-                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, size, self.max_request_bytes)
+                try:
+                    frame = await reader.next_frame(self.idle_timeout_s, self.frame_timeout_s)
+                except BadFrameSize as bad:
+                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, bad.size,
+                                self.max_request_bytes)
                     await frames.put(None)
                     return
-                frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
                 item = _Frame(frame, self._prepare_ahead(frame, session))
                 try:
                     await frames.put(item)
