@@ -55,6 +55,8 @@ HEARTBEAT_S = 2.0
 LISTENER_EXPIRY_MS = 6000
 #: Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+#: a response is written in slices of this size (see _serve_connection)
+WRITE_SLICE_BYTES = 1024 * 1024
 #: a request's bytes must arrive within this long once its length was read
 FRAME_TIMEOUT_S = 30.0
 #: a connection that sends nothing this long is closed (Kafka's connections.max.idle.ms)
@@ -247,6 +249,7 @@ class KafkaServer:
         is read meanwhile, and a Produce request's batches are prepared (decoded, checked,
         uploaded: nothing anyone sees) while the previous request completes."""
         peer = writer.get_extra_info("peername")
+        writer.transport.set_write_buffer_limits(high=0)  # drain() waits until all is sent
         session = SaslSession(self.sasl_users) if self.sasl_users is not None else None
         frames: asyncio.Queue[_Frame | BaseException | None] = asyncio.Queue(maxsize=1)
         reading = asyncio.create_task(self._read_frames(reader, frames, peer, session))
@@ -262,12 +265,15 @@ class KafkaServer:
                     continue
                 if isinstance(response, bytes):
                     response = [response]
-                # not joined: a fetch response is megabytes of records, written as they are
+                # not joined: a fetch response is megabytes of records, written as they are,
+                # a slice at a time, each sent straight from it once the previous has gone
+                # (the transport copies only what the socket does not take at once)
                 writer.write(sum(len(part) for part in response).to_bytes(4, "big"))
                 for part in response:
-                    if part:
-                        writer.write(part)
-                await writer.drain()
+                    view = memoryview(part)
+                    for start in range(0, len(view), WRITE_SLICE_BYTES):
+                        writer.write(view[start:start + WRITE_SLICE_BYTES])
+                        await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return
         except codec.FrameError as error:
