@@ -29,6 +29,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 API_VERSIONS_KEY = 18
+#: a request frame: bytes, or a read-only view of the buffer it was received into
+Frame = bytes | memoryview
 NULL_UUID = uuid.UUID(int=0)
 
 
@@ -44,7 +46,7 @@ class RequestHead:
     client_id: str | None
 
 
-def peek_head(frame: bytes) -> RequestHead:
+def peek_head(frame: Frame) -> RequestHead:
     """Api key, version and correlation id: the first 8 bytes of every request header."""
     if len(frame) < 8:
         raise FrameError(f"a request of {len(frame)} bytes has no header")
@@ -72,7 +74,7 @@ def has_top_level_error(api_key: int, version: int) -> bool:
     return any(f.name == "error_code" for f in dataclasses.fields(cls))
 
 
-def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> tuple[RequestHead, Any]:
+def decode_request(frame: Frame, supported: dict[int, tuple[int, int]]) -> tuple[RequestHead, Any]:
     """The header and body of a request whose key and version are ``supported``
     (``peek_head`` first to answer the others). Raises FrameError."""
     head = peek_head(frame)

@@ -5,7 +5,8 @@ asyncio's ``StreamReader`` receives into new ``bytes`` of 256 KiB, appends them 
 buffer and copies a frame out of it twice: for a Produce request of megabytes that was
 most of the listener's socket time (docs/kafka-protocol.md, "Performance"). Here the
 transport receives into the frame's own buffer (``asyncio.BufferedProtocol``), which is
-copied once, into the ``bytes`` handed on. Writing stays asyncio's ``StreamWriter``.
+handed on as a read-only view (kio copies out what it keeps). Writing stays asyncio's
+``StreamWriter``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class FrameReader(asyncio.StreamReader):
         self._size = 0
         self._body_at = 0
         self._body_since = 0.0  # monotonic time the current frame's length arrived
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._frames: collections.deque[memoryview] = collections.deque()
         self._eof = False
         self._error: Exception | None = None
         self._paused = False
@@ -94,7 +95,7 @@ class FrameReader(asyncio.StreamReader):
         self._body_at += nbytes
         if self._body_at < self._size:
             return
-        self._frames.append(bytes(self._body))
+        self._frames.append(memoryview(self._body).toreadonly())  # kio reads it, copying what it keeps
         self._body = None
         if len(self._frames) >= READ_AHEAD:
             self._pause()
@@ -111,10 +112,11 @@ class FrameReader(asyncio.StreamReader):
 
     # -- the handler's side -----------------------------------------------------------------
 
-    async def next_frame(self, idle_timeout_s: float, frame_timeout_s: float) -> bytes:
-        """The next frame. Raises TimeoutError (nothing for ``idle_timeout_s``, or a frame's
-        bytes not all there ``frame_timeout_s`` after its length), BadFrameSize,
-        IncompleteReadError at the end of the stream, or the connection's error."""
+    async def next_frame(self, idle_timeout_s: float, frame_timeout_s: float) -> memoryview:
+        """The next frame, a read-only view of its own buffer. Raises TimeoutError
+        (nothing for ``idle_timeout_s``, or a frame's bytes not all there
+        ``frame_timeout_s`` after its length), BadFrameSize, IncompleteReadError at the end
+        of the stream, or the connection's error."""
         waiting_since = time.monotonic()
         while not self._frames:
             if self._error is not None:

@@ -46,7 +46,7 @@ _Prepared = tuple[codec.RequestHead, Any, dict[tuple[str, int], "PreparedProduce
 
 @dataclass(frozen=True)
 class _Frame:
-    frame: bytes
+    frame: codec.Frame
     prepared: asyncio.Task[_Prepared] | None
 
 CLUSTER_ID = "txn-broker"
@@ -317,7 +317,7 @@ class KafkaServer:
         except Exception as error:  # noqa: BLE001 - handed to the connection's loop
             await frames.put(error)
 
-    def _prepare_ahead(self, frame: bytes, session: SaslSession | None) -> asyncio.Task[_Prepared] | None:
+    def _prepare_ahead(self, frame: codec.Frame, session: SaslSession | None) -> asyncio.Task[_Prepared] | None:
         """A task preparing a Produce request's batches, None for any other frame."""
         if session is not None and not session.authenticated:
             return None
@@ -330,12 +330,12 @@ class KafkaServer:
             return None
         return asyncio.create_task(self._prepare_produce(frame))
 
-    async def _prepare_produce(self, frame: bytes) -> _Prepared:
+    async def _prepare_produce(self, frame: codec.Frame) -> _Prepared:
         """The decoded request and each partition's prepared batch, all in a worker
         thread (the event loop meanwhile reads the connections)."""
         return await self._call(self._prepare_produce_frame, frame)
 
-    def _prepare_produce_frame(self, frame: bytes) -> _Prepared:
+    def _prepare_produce_frame(self, frame: codec.Frame) -> _Prepared:
         """:meth:`_prepare_produce`'s work: a partition that fails here is left out, to be
         produced (and its error answered) in order."""
         head, request = codec.decode_request(frame, self.supported)
@@ -369,7 +369,7 @@ class KafkaServer:
         for prepared in ready.values():
             await self._call(self.backend.discard, prepared)
 
-    async def _dispatch(self, frame: bytes, peer: Any, session: SaslSession | None = None,
+    async def _dispatch(self, frame: codec.Frame, peer: Any, session: SaslSession | None = None,
                         prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
