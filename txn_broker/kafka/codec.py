@@ -115,25 +115,30 @@ def encode_response_parts(head: RequestHead, payload: dict[str, Any],
     ``holders`` (dicts inside ``payload``, e.g. a Fetch response's partitions) through
     kio: each is encoded as a short unique token that is then replaced, with its length
     prefix, by the records' own length prefix and the records themselves (the parts
-    joined are the same bytes as :func:`encode_response` gives). ``holders`` are changed."""
+    joined are the same bytes as :func:`encode_response` gives with the records joined).
+    A holder's records are bytes or a list of parts. ``holders`` are changed."""
     cls = response_class(head.api_key, head.api_version)
-    swapped: list[tuple[bytes, bytes]] = []
+    swapped: list[tuple[bytes, list[bytes | memoryview]]] = []
     for holder in holders:
         records = holder.get("records")
-        if records:  # a token of fixed size: its length prefix is one byte (compact) or four
+        pieces = list(records) if isinstance(records, list) else [records] if records else []
+        if sum(len(piece) for piece in pieces):  # a token of fixed size: a length prefix of 1 byte or 4
             token = b"txn-broker-records" + len(swapped).to_bytes(4, "big") + os.urandom(10)
             holder["records"] = token
-            swapped.append((token, records))
+            swapped.append((token, pieces))
+        elif isinstance(records, list):
+            holder["records"] = b""
     body = encode_response(head, payload)
     parts: list[bytes | memoryview] = []
     view = memoryview(body)
     pos = 0
-    for token, records in swapped:
-        old, new = (_length_prefix(cls.__flexible__, len(token)), _length_prefix(cls.__flexible__, len(records)))
+    for token, pieces in swapped:
+        size = sum(len(piece) for piece in pieces)
+        old, new = (_length_prefix(cls.__flexible__, len(token)), _length_prefix(cls.__flexible__, size))
         at = body.find(old + token, pos)
         if at < 0:  # kio wrote the field unlike RECORDS: not reachable with kio's schemas
             raise AssertionError("a records token is missing from the encoded response")
-        parts += [view[pos:at], new, records]
+        parts += [view[pos:at], new, *pieces]
         pos = at + len(old) + len(token)
     parts.append(view[pos:])
     return parts

@@ -459,6 +459,16 @@ def encode_columns(base_offset: int, columns: RecordColumns, *, compression: int
                    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
     """One RecordBatch v2 from columns: the same bytes as :func:`encode_batch` gives for
     the same records, with no per-record work in Python unless records have headers."""
+    return b"".join(encode_columns_parts(base_offset, columns, compression=compression, attributes=attributes,
+                                         producer_id=producer_id, producer_epoch=producer_epoch,
+                                         base_sequence=base_sequence))
+
+
+def encode_columns_parts(base_offset: int, columns: RecordColumns, *, compression: int = NONE, attributes: int = 0,
+                         producer_id: int = -1, producer_epoch: int = -1,
+                         base_sequence: int = -1) -> tuple[bytes, bytes | memoryview]:
+    """:func:`encode_columns`'s batch as its header and its records, not joined (a fetch
+    response writes the records from where they were encoded)."""
     n = len(columns)
     if not n:
         raise ValueError("a batch needs at least one record")
@@ -489,7 +499,7 @@ def encode_columns(base_offset: int, columns: RecordColumns, *, compression: int
                             producer_epoch, base_sequence, n)
     crc = crc32c.crc32c(payload, crc32c.crc32c(after))
     prefix = _PREFIX.pack(base_offset, len(after) + len(payload) + 9, 0, 2, crc)
-    return b"".join((prefix, after, payload))
+    return prefix + after, payload
 
 
 def _plain_binary(array: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -543,7 +543,7 @@ class KafkaServer:
                     if got is not None:
                         part.update(high_watermark=got.high_watermark, last_stable_offset=got.last_stable_offset,
                                     log_start_offset=got.log_start_offset, records=got.records)
-                        total += len(got.records)
+                        total += got.size
                     elif code == ErrorCode.offset_out_of_range:
                         bounds, _ = await self._try(self.backend.offsets, t.topic, int(p.partition))
                         if bounds is not None:
