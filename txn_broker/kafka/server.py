@@ -249,7 +249,9 @@ class KafkaServer:
         is read meanwhile, and a Produce request's batches are prepared (decoded, checked,
         uploaded: nothing anyone sees) while the previous request completes."""
         peer = writer.get_extra_info("peername")
-        writer.transport.set_write_buffer_limits(high=0)  # drain() waits until all is sent
+        if self.tls is None:  # drain() waits until all is sent (TLS copies into its records anyway,
+            # and its transport would take a limit of 0 as always full)
+            writer.transport.set_write_buffer_limits(high=0)
         session = SaslSession(self.sasl_users) if self.sasl_users is not None else None
         frames: asyncio.Queue[_Frame | BaseException | None] = asyncio.Queue(maxsize=1)
         reading = asyncio.create_task(self._read_frames(reader, frames, peer, session))
