@@ -16,7 +16,11 @@ until every record has arrived; each run reads a topic written for it (untimed),
 neither side reads what it has cached, and both read the bytes of every value. The
 listener runs in its own process; its start-up is not timed. Next to the wall-time ratios,
 the CPU time per MB of the listener and of the process running the Python API or the
-Kafka client: less noisy on a shared machine."""
+Kafka client: less noisy on a shared machine. Two ceilings follow from those: the
+Python API's wall time over half the Kafka client's CPU time (the best ratio 2 cores allow
+if the listener cost nothing), and over half the client's and listener's CPU time together
+(the best ratio 2 cores allow at the measured CPU costs). The Kafka producers use
+:data:`THROUGHPUT_CONFIG`, what a user after throughput sets."""
 
 from __future__ import annotations
 
@@ -41,6 +45,13 @@ from .sizes import Sizes
 from .workload import drop_topic, unique
 
 TITLE = "Kafka clients through txn-broker serve vs the Python API"
+#: the producer settings a user after throughput sets (docs/kafka-protocol.md, "Performance"):
+#: requests of up to 8 MB, the size of the Python API's segments (librdkafka's defaults cap a
+#: batch at 1 MB and 10,000 records), a linger long enough to fill them, a queue that holds
+#: the data of several requests, no delivery callbacks
+THROUGHPUT_CONFIG: dict[str, Any] = {
+    "linger.ms": 50, "batch.size": 8_000_000, "batch.num.messages": 100_000, "message.max.bytes": 10_000_000,
+    "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 1_000_000}
 TARGET = Target(">=", 0.5)
 SMALL_TXN_RECORDS = 10
 
@@ -114,8 +125,7 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
     broker = backend.connect()
     listener = Listener(backend, backend.root / f"serve-{unique('c9')}.log")
     topics: list[str] = []
-    common = {"bootstrap.servers": listener.bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
-              "message.max.bytes": 8_000_000, "queue.buffering.max.kbytes": 1_048_576}
+    common = {"bootstrap.servers": listener.bootstrap, **THROUGHPUT_CONFIG}
 
     def topic() -> str:
         name = unique("c9")
@@ -279,6 +289,13 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         result.add(_cpu_figure(f"{label}: listener CPU per MB", listener_ms))
         result.add(_cpu_figure(f"{label}: Python API process CPU per MB", python_ms))
         result.add(_cpu_figure(f"{label}: Kafka client process CPU per MB", client_ms))
+        # what 2 cores allow at these CPU costs, whatever the wall times were: the Kafka
+        # side needs at least half its processes' CPU time in wall time
+        client_s, serve_s = own_cpu[kafka][1:], serve_cpu[kafka][1:]
+        result.add(throughput_ratio(f"{label}: client ceiling (2 cores, listener free)", times[py],
+                                    [c / 2 for c in client_s]))
+        result.add(throughput_ratio(f"{label}: 2-core ceiling at these CPU costs", times[py],
+                                    [(c + s) / 2 for c, s in zip(client_s, serve_s, strict=True)]))
     result.add(latency_figure("commit p50 through the protocol (10 records)", latencies, 50))
     result.add(latency_figure("commit p99 through the protocol (10 records)", latencies, 99))
     return result

@@ -120,4 +120,6 @@ def test_the_kafka_protocol_case(tmp_path):
     check_figures(run, {9})
     names = {f["name"] for r in run["results"] for f in r["figures"]}
     assert {"idempotent produce, Kafka client / Python API", "read_committed consume, Kafka client / Python API",
-            "commit p99 through the protocol (10 records)"} <= names
+            "commit p99 through the protocol (10 records)",
+            "idempotent produce: client ceiling (2 cores, listener free)",
+            "read_committed consume: 2-core ceiling at these CPU costs"} <= names

@@ -45,6 +45,20 @@ def record_lists(draw: st.DrawFn, headers: bool = True) -> list[Record]:
     return out
 
 
+@st.composite
+def uniform_runs(draw: st.DrawFn) -> list[Record]:
+    """Runs of records of one size each, as producers write them (the columnar reader
+    takes such runs at once): sizes on both sides of the 1- and 2-byte length varints."""
+    out: list[Record] = []
+    for _run in range(draw(st.integers(1, 4))):
+        key = draw(st.one_of(st.none(), st.binary(min_size=0, max_size=16)))
+        size = draw(st.sampled_from([0, 5, 40, 52, 53, 54, 60, 200]))
+        for _ in range(draw(st.integers(1, 40))):
+            # offset and timestamp deltas below 64: one varint byte each, the same length
+            out.append(Record(len(out), 1_700_000_000_000 + len(out) % 60, key, bytes(size)))
+    return out
+
+
 def reference_decode(data: bytes) -> list[list[Record]]:
     """The records of each batch, read by the record-at-a-time reader."""
     out, pos = [], 0
@@ -86,7 +100,7 @@ def test_columnar_decoder_reads_the_reference_records(batches, compression):
 
 
 @settings(max_examples=100, deadline=None)
-@given(record_lists(headers=False))
+@given(record_lists(headers=False) | uniform_runs())
 def test_batches_without_headers_take_the_columnar_reader(records):
     data = encode_batch(0, records)
     columns = recordbatch._decode_columns(data, 61, len(data), len(records), records[0].timestamp_ms)
@@ -112,7 +126,7 @@ def _verdict(call):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(record_lists(headers=False) | record_lists(), st.data())
+@given(record_lists(headers=False) | record_lists() | uniform_runs(), st.data())
 def test_decoders_agree_on_damaged_payloads(records, data):
     """Bytes of the records changed, cut or added (the CRC fixed up so that the records
     themselves are read): the columnar reader refuses exactly what the reference refuses,

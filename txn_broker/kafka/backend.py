@@ -52,7 +52,7 @@ from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
 from ..topics import TOPIC_CONFIGS, TopicMeta
-from .recordbatch import Batch, RecordColumns, control_batch, encode_columns
+from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,12 @@ class FetchResult:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: bytes
+    #: the record batches in parts, to be written one after the other (not joined: megabytes)
+    records: list[bytes | memoryview]
+
+    @property
+    def size(self) -> int:
+        return sum(len(part) for part in self.records)
 
 
 @dataclass(frozen=True)
@@ -323,7 +328,7 @@ class KafkaBackend:
                 f"offset {offset} is outside {topic}-{partition}'s log [{offsets.log_start_offset}, "
                 f"{offsets.high_watermark}]")
         end = offsets.end(isolation)
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         size = 0
         position = offset
         now = int(time.time() * 1000)
@@ -346,12 +351,12 @@ class KafkaBackend:
                 # about the bytes left of the budget (at least one record: Kafka's KIP-74)
                 count = max(min(FETCH_BATCH_BYTES, max_bytes - size) // row_bytes, 1)
                 chunk = rows.slice(start, count)
-                out.append(encode_columns(position, self._to_columns(meta, chunk)))
-                size += len(out[-1])
+                head, body = encode_columns_parts(position, self._to_columns(meta, chunk))
+                out += [head, body]
+                size += len(head) + len(body)
                 position += chunk.num_rows
                 start += chunk.num_rows
-        return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset,
-                           b"".join(out))
+        return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset, out)
 
     def _to_columns(self, meta: TopicMeta, table: pa.Table) -> RecordColumns:
         stamps = table.column("_timestamp").cast(pa.int64()).combine_chunks().to_numpy()

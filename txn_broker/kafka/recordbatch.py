@@ -302,36 +302,71 @@ def _varints_at(data: np.ndarray, pos: np.ndarray, stop: np.ndarray) -> tuple[np
     return values, after
 
 
-def _decode_columns(data: bytes, begin: int, end: int, count: int, base_ts: int) -> RecordColumns | None:
-    """The records of a batch's (decompressed) payload ``data[begin:end]`` a column at a
-    time, read in place; None where the record-at-a-time reader must take over (headers,
-    anything unusual or malformed)."""
-    starts: list[int] = []
-    stops: list[int] = []
-    pos = begin
-    for _ in range(count):  # only the length of each record is read one by one
+#: records the run-length reader looks ahead at once; a run shorter than RUN_MIN hands the
+#: rest of the batch to the record-by-record loop (records of varying sizes)
+RUN_WINDOW = 4096
+RUN_MIN = 8
+
+
+def _record_bounds(data: bytes, array: np.ndarray, begin: int, end: int,
+                   count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where each record's body starts and stops (after its length varint), or None where
+    the record-at-a-time reader must take over (a length of more than 2 bytes, a negative
+    one, one past the end, bytes left over).
+
+    Records are found one after the other, as each one's length says where the next
+    starts; but producers write runs of records of the same size, so from each record
+    the reader assumes the next ones have the same length bytes and checks all of them at
+    once in numpy: the leading run that has them is, record by record, exactly what the
+    one-by-one reading finds. Short runs switch to reading one record at a time."""
+    starts = np.empty(count, dtype=np.int64)
+    stops = np.empty(count, dtype=np.int64)
+    pos, i, runs = begin, 0, True
+    while i < count:
         if pos + 1 >= end:
             return None
         raw = data[pos]
-        if raw < 0x80:
-            pos += 1
-        else:
+        size = 1
+        if raw >= 0x80:
             b1 = data[pos + 1]
             if b1 >= 0x80:
                 return None
             raw = (raw & 0x7F) | (b1 << 7)
-            pos += 2
+            size = 2
         length = (raw >> 1) ^ -(raw & 1)
-        if length < 0 or pos + length > end:
+        step = size + length
+        if length < 0 or pos + step > end:
             return None
-        starts.append(pos)
-        pos += length
-        stops.append(pos)
+        taken = 1
+        if runs:
+            ahead = min(count - i, RUN_WINDOW)
+            candidates = pos + step * np.arange(ahead, dtype=np.int64)
+            fits = (candidates + step <= end) & (candidates + 1 < end)
+            head = np.minimum(candidates, len(array) - 2)
+            same = fits & (array[head] == data[pos])
+            if size == 2:
+                same &= array[head + 1] == data[pos + 1]
+            taken = ahead if same.all() else int(same.argmin())
+            runs = taken >= RUN_MIN
+        starts[i:i + taken] = pos + size + step * np.arange(taken, dtype=np.int64)
+        stops[i:i + taken] = starts[i:i + taken] + length
+        i += taken
+        pos += step * taken
     if pos != end or not count:
         return None
+    return starts, stops
+
+
+def _decode_columns(data: bytes, begin: int, end: int, count: int, base_ts: int) -> RecordColumns | None:
+    """The records of a batch's (decompressed) payload ``data[begin:end]`` a column at a
+    time, read in place; None where the record-at-a-time reader must take over (headers,
+    anything unusual or malformed)."""
     array = np.frombuffer(data, dtype=np.uint8)
-    at = np.array(starts, dtype=np.int64) + 1  # attributes (unused)
-    stop = np.array(stops, dtype=np.int64)
+    bounds = _record_bounds(data, array, begin, end, count)
+    if bounds is None:
+        return None
+    at, stop = bounds
+    at = at + 1  # attributes (unused)
     if (at > stop).any():
         return None
     fields = []
@@ -459,6 +494,16 @@ def encode_columns(base_offset: int, columns: RecordColumns, *, compression: int
                    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
     """One RecordBatch v2 from columns: the same bytes as :func:`encode_batch` gives for
     the same records, with no per-record work in Python unless records have headers."""
+    return b"".join(encode_columns_parts(base_offset, columns, compression=compression, attributes=attributes,
+                                         producer_id=producer_id, producer_epoch=producer_epoch,
+                                         base_sequence=base_sequence))
+
+
+def encode_columns_parts(base_offset: int, columns: RecordColumns, *, compression: int = NONE, attributes: int = 0,
+                         producer_id: int = -1, producer_epoch: int = -1,
+                         base_sequence: int = -1) -> tuple[bytes, bytes | memoryview]:
+    """:func:`encode_columns`'s batch as its header and its records, not joined (a fetch
+    response writes the records from where they were encoded)."""
     n = len(columns)
     if not n:
         raise ValueError("a batch needs at least one record")
@@ -489,7 +534,7 @@ def encode_columns(base_offset: int, columns: RecordColumns, *, compression: int
                             producer_epoch, base_sequence, n)
     crc = crc32c.crc32c(payload, crc32c.crc32c(after))
     prefix = _PREFIX.pack(base_offset, len(after) + len(payload) + 9, 0, 2, crc)
-    return b"".join((prefix, after, payload))
+    return prefix + after, payload
 
 
 def _plain_binary(array: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -31,6 +31,7 @@ from ..states import is_open
 from . import codec
 from .backend import KafkaBackend, Node, PreparedProduce
 from .errors import error_code, for_produce
+from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
 from .recordbatch import RecordFormatError, decode_batches
 from .security import MECHANISMS, SaslSession, SaslUsers
@@ -38,13 +39,14 @@ from .security import MECHANISMS, SaslSession, SaslUsers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 #: a Produce request decoded, with the batches prepared ahead of its turn
 _Prepared = tuple[codec.RequestHead, Any, dict[tuple[str, int], "PreparedProduce"]]
 
 
 @dataclass(frozen=True)
 class _Frame:
-    frame: bytes
+    frame: codec.Frame
     prepared: asyncio.Task[_Prepared] | None
 
 CLUSTER_ID = "txn-broker"
@@ -53,6 +55,8 @@ HEARTBEAT_S = 2.0
 LISTENER_EXPIRY_MS = 6000
 #: Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+#: a response is written in slices of this size (see _serve_connection)
+WRITE_SLICE_BYTES = 1024 * 1024
 #: a request's bytes must arrive within this long once its length was read
 FRAME_TIMEOUT_S = 30.0
 #: a connection that sends nothing this long is closed (Kafka's connections.max.idle.ms)
@@ -142,8 +146,9 @@ class KafkaServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**16, ssl=self.tls,
-                                                  ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: FrameProtocol(FrameReader(self.max_request_bytes), self._accept), self.host, self.port,
+            ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self._call(self.backend.register_listener, self.advertised_host, self.port)
         self.nodes = await self._call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
@@ -229,7 +234,7 @@ class KafkaServer:
 
     # -- connections -----------------------------------------------------------------------
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -239,11 +244,14 @@ class KafkaServer:
         with contextlib.suppress(asyncio.CancelledError):
             await self._serve_connection(reader, writer)
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         """Requests are answered one at a time, in order, as Kafka does; the next request
         is read meanwhile, and a Produce request's batches are prepared (decoded, checked,
         uploaded: nothing anyone sees) while the previous request completes."""
         peer = writer.get_extra_info("peername")
+        if self.tls is None:  # drain() waits until all is sent (TLS copies into its records anyway,
+            # and its transport would take a limit of 0 as always full)
+            writer.transport.set_write_buffer_limits(high=0)
         session = SaslSession(self.sasl_users) if self.sasl_users is not None else None
         frames: asyncio.Queue[_Frame | BaseException | None] = asyncio.Queue(maxsize=1)
         reading = asyncio.create_task(self._read_frames(reader, frames, peer, session))
@@ -257,9 +265,17 @@ class KafkaServer:
                 response = await self._dispatch(item.frame, peer, session, item.prepared)
                 if response is None:
                     continue
-                writer.write(len(response).to_bytes(4, "big"))
-                writer.write(response)  # not joined to the prefix: a fetch response is megabytes
-                await writer.drain()
+                if isinstance(response, bytes):
+                    response = [response]
+                # not joined: a fetch response is megabytes of records, written as they are,
+                # a slice at a time, each sent straight from it once the previous has gone
+                # (the transport copies only what the socket does not take at once)
+                writer.write(sum(len(part) for part in response).to_bytes(4, "big"))
+                for part in response:
+                    view = memoryview(part)
+                    for start in range(0, len(view), WRITE_SLICE_BYTES):
+                        writer.write(view[start:start + WRITE_SLICE_BYTES])
+                        await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return
         except codec.FrameError as error:
@@ -278,19 +294,19 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _read_frames(self, reader: asyncio.StreamReader, frames: asyncio.Queue[Any], peer: Any,
+    async def _read_frames(self, reader: FrameReader, frames: asyncio.Queue[Any], peer: Any,
                            session: SaslSession | None) -> None:
         """Frames of the connection into ``frames`` (at most one waiting); None to close
         quietly, or the exception that ended the reading."""
         try:
             while True:
-                prefix = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
-                size = int.from_bytes(prefix, "big", signed=True)
-                if size < 8 or size > self.max_request_bytes:
-                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, size, self.max_request_bytes)
+                try:
+                    frame = await reader.next_frame(self.idle_timeout_s, self.frame_timeout_s)
+                except BadFrameSize as bad:
+                    log.warning("closing %s: request of %d bytes (allowed 8..%d)", peer, bad.size,
+                                self.max_request_bytes)
                     await frames.put(None)
                     return
-                frame = await asyncio.wait_for(reader.readexactly(size), self.frame_timeout_s)
                 item = _Frame(frame, self._prepare_ahead(frame, session))
                 try:
                     await frames.put(item)
@@ -303,7 +319,7 @@ class KafkaServer:
         except Exception as error:  # noqa: BLE001 - handed to the connection's loop
             await frames.put(error)
 
-    def _prepare_ahead(self, frame: bytes, session: SaslSession | None) -> asyncio.Task[_Prepared] | None:
+    def _prepare_ahead(self, frame: codec.Frame, session: SaslSession | None) -> asyncio.Task[_Prepared] | None:
         """A task preparing a Produce request's batches, None for any other frame."""
         if session is not None and not session.authenticated:
             return None
@@ -316,9 +332,14 @@ class KafkaServer:
             return None
         return asyncio.create_task(self._prepare_produce(frame))
 
-    async def _prepare_produce(self, frame: bytes) -> _Prepared:
-        """The decoded request and each partition's prepared batch; a partition that
-        fails here is left out, to be produced (and its error answered) in order."""
+    async def _prepare_produce(self, frame: codec.Frame) -> _Prepared:
+        """The decoded request and each partition's prepared batch, all in a worker
+        thread (the event loop meanwhile reads the connections)."""
+        return await self._call(self._prepare_produce_frame, frame)
+
+    def _prepare_produce_frame(self, frame: codec.Frame) -> _Prepared:
+        """:meth:`_prepare_produce`'s work: a partition that fails here is left out, to be
+        produced (and its error answered) in order."""
         head, request = codec.decode_request(frame, self.supported)
         ready: dict[tuple[str, int], PreparedProduce] = {}
         for t in request.topic_data:
@@ -329,7 +350,7 @@ class KafkaServer:
                 try:
                     batches = decode_batches(p.records)
                     if len(batches) == 1:
-                        ready[key] = await self._call(self.backend.prepare_produce, t.name, int(p.index), batches[0])
+                        ready[key] = self.backend.prepare_produce(t.name, int(p.index), batches[0])
                 except (RecordFormatError, TxnBrokerError):
                     continue
         return head, request, ready
@@ -350,8 +371,8 @@ class KafkaServer:
         for prepared in ready.values():
             await self._call(self.backend.discard, prepared)
 
-    async def _dispatch(self, frame: bytes, peer: Any, session: SaslSession | None = None,
-                        prepared: asyncio.Task[_Prepared] | None = None) -> bytes | None:
+    async def _dispatch(self, frame: codec.Frame, peer: Any, session: SaslSession | None = None,
+                        prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
             raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too
@@ -375,6 +396,9 @@ class KafkaServer:
             return None
         if head.api_version < PRODUCER_FENCED_SINCE.get(head.api_key, 0):
             payload = _older_fencing_code(payload)
+        if head.api_key == FETCH_KEY:  # the records are not copied through kio
+            holders = [p for t in payload["responses"] for p in t["partitions"]]
+            return codec.encode_response_parts(head, payload, holders)
         return codec.encode_response(head, payload)
 
     def _unsupported(self, head: codec.RequestHead, peer: Any) -> bytes:
@@ -521,7 +545,7 @@ class KafkaServer:
                     if got is not None:
                         part.update(high_watermark=got.high_watermark, last_stable_offset=got.last_stable_offset,
                                     log_start_offset=got.log_start_offset, records=got.records)
-                        total += len(got.records)
+                        total += got.size
                     elif code == ErrorCode.offset_out_of_range:
                         bounds, _ = await self._try(self.backend.offsets, t.topic, int(p.partition))
                         if bounds is not None:
