@@ -180,6 +180,16 @@ INSERT INTO txn_state_log (producer_id, seq, transactional_id, producer_epoch, t
 VALUES (:producer_id, :seq, :transactional_id, :producer_epoch, :txn_id, :from_state, :to_state,
         {now_ms}, :reason);
 
+-- insert_state_log_pair --
+-- Two entries of the history in one statement (a transition and the one that follows it
+-- in the same database transaction: PrepareCommit then CompleteCommit)
+INSERT INTO txn_state_log (producer_id, seq, transactional_id, producer_epoch, txn_id,
+                           from_state, to_state, at_ms, reason)
+VALUES (:producer_id, :seq, :transactional_id, :producer_epoch, :txn_id, :from_state, :to_state,
+        {now_ms}, :reason),
+       (:producer_id_2, :seq_2, :transactional_id_2, :producer_epoch_2, :txn_id_2, :from_state_2,
+        :to_state_2, {now_ms}, :reason_2);
+
 -- insert_transaction --
 -- Start a transaction instance
 INSERT INTO transactions (txn_id, transactional_id, producer_id, producer_epoch, timeout_ms,

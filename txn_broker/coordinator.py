@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
@@ -71,6 +71,8 @@ class _IdRow:
     last_update_ms: int
     state_seq: int
     now_ms: int
+    #: history entries of transitions not written yet (``_transition(persist=False)``)
+    unwritten: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, row: Any) -> _IdRow:
@@ -104,27 +106,33 @@ class Coordinator:
     def _transition(self, tx: Tx, row: _IdRow, target: TxnState, reason: str, *, persist: bool = True,
                     **changes: Any) -> None:
         """Move ``row`` to ``target`` and record the transition in the history.
-        ``persist=False``: only the history now; a later transition in the same database
-        transaction writes the row (nobody can see the state in between)."""
+        ``persist=False``: nothing written yet; a later transition in the same database
+        transaction writes the row and both history entries (one statement for two: nobody
+        can see the state in between, and a commit's two transitions cost one INSERT)."""
         check_transition(row.state, target, row.transactional_id)
         previous = row.state
         for name, value in changes.items():
             setattr(row, name, value)
         row.state = target
         row.state_seq += 1
+        row.unwritten.append({
+            "producer_id": row.producer_id, "seq": row.state_seq, "transactional_id": row.transactional_id,
+            "producer_epoch": row.producer_epoch, "txn_id": row.txn_id, "from_state": previous.value,
+            "to_state": target.value, "reason": reason,
+        })
         if persist:
             self._write_row(tx, row)
-        tx.execute(
-            "insert_state_log",
-            producer_id=row.producer_id,
-            seq=row.state_seq,
-            transactional_id=row.transactional_id,
-            producer_epoch=row.producer_epoch,
-            txn_id=row.txn_id,
-            from_state=previous.value,
-            to_state=target.value,
-            reason=reason,
-        )
+            self._write_history(tx, row)
+
+    @staticmethod
+    def _write_history(tx: Tx, row: _IdRow) -> None:
+        entries, row.unwritten = row.unwritten, []
+        while len(entries) >= 2:
+            first, second = entries[:2]
+            tx.execute("insert_state_log_pair", **first, **{f"{name}_2": value for name, value in second.items()})
+            entries = entries[2:]
+        for entry in entries:
+            tx.execute("insert_state_log", **entry)
 
     @staticmethod
     def _write_row(tx: Tx, row: _IdRow) -> None:
