@@ -126,6 +126,15 @@ SET producer_epoch = excluded.producer_epoch,
     last_sequence = excluded.last_sequence,
     updated_ms = excluded.updated_ms;
 
+-- advance_producer_sequence --
+-- The common case of an append in one statement: the batch is the next one of the producer
+-- on the partition, in the epoch it last wrote with. Moves the last sequence on (locking the
+-- row); no row changes otherwise (no state yet, another epoch, a retry, a gap), and the
+-- caller decides from the stored state instead
+UPDATE producer_state SET last_sequence = :last_sequence, updated_ms = {now_ms}
+WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :partition_no
+  AND producer_epoch = :producer_epoch AND last_sequence = :previous_sequence;
+
 -- expire_producer_state --
 -- Forget sequence state of producers idle longer than producer_id_expiration_ms
 DELETE FROM producer_state
