@@ -171,15 +171,17 @@ class Coordinator:
 
     # -- completing a decided transaction (idempotent) -----------------------------------
 
-    def _complete(self, tx: Tx, row: _IdRow, reason: str) -> str | None:
+    def _complete(self, tx: Tx, row: _IdRow, reason: str, *, offsets: bool = True) -> str | None:
         """Finish a prepared transaction: markers in every partition, group offsets, end
-        state. Returns 'commit' or 'abort', or None when nothing was prepared."""
+        state. Returns 'commit' or 'abort', or None when nothing was prepared.
+        ``offsets=False``: the caller knows that no group offsets were staged in it."""
         if row.state == S.PREPARE_EPOCH_FENCE:
             self._transition(tx, row, S.PREPARE_ABORT, reason)
         if row.state == S.PREPARE_COMMIT:
             assert row.txn_id is not None
             tx.execute("write_markers", txn_id=row.txn_id, marker="COMMIT")
-            tx.execute("apply_txn_offsets", txn_id=row.txn_id)
+            if offsets:
+                tx.execute("apply_txn_offsets", txn_id=row.txn_id)
             tx.execute("end_transaction", txn_id=row.txn_id, outcome="COMMIT")
             self._transition(tx, row, S.COMPLETE_COMMIT, reason)
             return "commit"
@@ -383,7 +385,8 @@ class Coordinator:
 
         return self.db.run(work)
 
-    def end_transaction(self, ident: ProducerIdentity, txn_id: int | None, commit: bool) -> None:
+    def end_transaction(self, ident: ProducerIdentity, txn_id: int | None, commit: bool, *,
+                        offsets: bool = True) -> None:
         """EndTxn, as one database transaction: under the transactional id's row lock,
         check the epoch and state, move Ongoing -> PrepareCommit (PrepareAbort) ->
         CompleteCommit (CompleteAbort), both recorded in the history, write the markers,
@@ -394,7 +397,9 @@ class Coordinator:
         ``txn_id`` None: the transaction this producer instance (same id and epoch) has
         open, if any; a request whose reply was lost may have started it. Nothing open
         is success. Retried after a lost reply, it answers success and changes nothing.
-        Raises ProducerFencedError, InvalidTxnStateError."""
+        ``offsets=False``: the producer never asked to stage group offsets in this
+        transaction (not even by a request whose reply was lost), so a commit need not look
+        for any. Raises ProducerFencedError, InvalidTxnStateError."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
         prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
@@ -408,7 +413,7 @@ class Coordinator:
                 if row.state == completed or (txn_id is None and row.state in IDLE_STATES):
                     return  # done before (the reply was lost), or nothing was ever opened
                 if row.state == prepared:  # decided by an earlier two-step EndTxn: roll forward
-                    self._complete(tx, row, f"{verb} completed by the producer")
+                    self._complete(tx, row, f"{verb} completed by the producer", offsets=offsets)
                     return
             row = self._check_fenced(row, ident)
             if row.state != S.ONGOING or (txn_id is not None and row.txn_id != txn_id):
@@ -416,7 +421,7 @@ class Coordinator:
                     f"cannot {verb} transaction {txn_id} of {tid!r}: it is {row.state}"
                 )
             self._transition(tx, row, prepared, f"{verb} requested by the producer", persist=False)
-            self._complete(tx, row, f"{verb} completed by the producer")
+            self._complete(tx, row, f"{verb} completed by the producer", offsets=offsets)
             fault_point(f"{verb}.during_end")  # all written, not committed: a crash undoes all of it
 
         self.db.run(work)
