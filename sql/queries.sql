@@ -126,6 +126,15 @@ SET producer_epoch = excluded.producer_epoch,
     last_sequence = excluded.last_sequence,
     updated_ms = excluded.updated_ms;
 
+-- advance_producer_sequence --
+-- The common case of an append in one statement: the batch is the next one of the producer
+-- on the partition, in the epoch it last wrote with. Moves the last sequence on (locking the
+-- row); no row changes otherwise (no state yet, another epoch, a retry, a gap), and the
+-- caller decides from the stored state instead
+UPDATE producer_state SET last_sequence = :last_sequence, updated_ms = {now_ms}
+WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :partition_no
+  AND producer_epoch = :producer_epoch AND last_sequence = :previous_sequence;
+
 -- expire_producer_state --
 -- Forget sequence state of producers idle longer than producer_id_expiration_ms
 DELETE FROM producer_state
@@ -179,6 +188,16 @@ INSERT INTO txn_state_log (producer_id, seq, transactional_id, producer_epoch, t
                            from_state, to_state, at_ms, reason)
 VALUES (:producer_id, :seq, :transactional_id, :producer_epoch, :txn_id, :from_state, :to_state,
         {now_ms}, :reason);
+
+-- insert_state_log_pair --
+-- Two entries of the history in one statement (a transition and the one that follows it
+-- in the same database transaction: PrepareCommit then CompleteCommit)
+INSERT INTO txn_state_log (producer_id, seq, transactional_id, producer_epoch, txn_id,
+                           from_state, to_state, at_ms, reason)
+VALUES (:producer_id, :seq, :transactional_id, :producer_epoch, :txn_id, :from_state, :to_state,
+        {now_ms}, :reason),
+       (:producer_id_2, :seq_2, :transactional_id_2, :producer_epoch_2, :txn_id_2, :from_state_2,
+        :to_state_2, {now_ms}, :reason_2);
 
 -- insert_transaction --
 -- Start a transaction instance

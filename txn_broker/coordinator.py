@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
@@ -71,6 +71,8 @@ class _IdRow:
     last_update_ms: int
     state_seq: int
     now_ms: int
+    #: history entries of transitions not written yet (``_transition(persist=False)``)
+    unwritten: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, row: Any) -> _IdRow:
@@ -104,27 +106,33 @@ class Coordinator:
     def _transition(self, tx: Tx, row: _IdRow, target: TxnState, reason: str, *, persist: bool = True,
                     **changes: Any) -> None:
         """Move ``row`` to ``target`` and record the transition in the history.
-        ``persist=False``: only the history now; a later transition in the same database
-        transaction writes the row (nobody can see the state in between)."""
+        ``persist=False``: nothing written yet; a later transition in the same database
+        transaction writes the row and both history entries (one statement for two: nobody
+        can see the state in between, and a commit's two transitions cost one INSERT)."""
         check_transition(row.state, target, row.transactional_id)
         previous = row.state
         for name, value in changes.items():
             setattr(row, name, value)
         row.state = target
         row.state_seq += 1
+        row.unwritten.append({
+            "producer_id": row.producer_id, "seq": row.state_seq, "transactional_id": row.transactional_id,
+            "producer_epoch": row.producer_epoch, "txn_id": row.txn_id, "from_state": previous.value,
+            "to_state": target.value, "reason": reason,
+        })
         if persist:
             self._write_row(tx, row)
-        tx.execute(
-            "insert_state_log",
-            producer_id=row.producer_id,
-            seq=row.state_seq,
-            transactional_id=row.transactional_id,
-            producer_epoch=row.producer_epoch,
-            txn_id=row.txn_id,
-            from_state=previous.value,
-            to_state=target.value,
-            reason=reason,
-        )
+            self._write_history(tx, row)
+
+    @staticmethod
+    def _write_history(tx: Tx, row: _IdRow) -> None:
+        entries, row.unwritten = row.unwritten, []
+        while len(entries) >= 2:
+            first, second = entries[:2]
+            tx.execute("insert_state_log_pair", **first, **{f"{name}_2": value for name, value in second.items()})
+            entries = entries[2:]
+        for entry in entries:
+            tx.execute("insert_state_log", **entry)
 
     @staticmethod
     def _write_row(tx: Tx, row: _IdRow) -> None:
@@ -163,15 +171,17 @@ class Coordinator:
 
     # -- completing a decided transaction (idempotent) -----------------------------------
 
-    def _complete(self, tx: Tx, row: _IdRow, reason: str) -> str | None:
+    def _complete(self, tx: Tx, row: _IdRow, reason: str, *, offsets: bool = True) -> str | None:
         """Finish a prepared transaction: markers in every partition, group offsets, end
-        state. Returns 'commit' or 'abort', or None when nothing was prepared."""
+        state. Returns 'commit' or 'abort', or None when nothing was prepared.
+        ``offsets=False``: the caller knows that no group offsets were staged in it."""
         if row.state == S.PREPARE_EPOCH_FENCE:
             self._transition(tx, row, S.PREPARE_ABORT, reason)
         if row.state == S.PREPARE_COMMIT:
             assert row.txn_id is not None
             tx.execute("write_markers", txn_id=row.txn_id, marker="COMMIT")
-            tx.execute("apply_txn_offsets", txn_id=row.txn_id)
+            if offsets:
+                tx.execute("apply_txn_offsets", txn_id=row.txn_id)
             tx.execute("end_transaction", txn_id=row.txn_id, outcome="COMMIT")
             self._transition(tx, row, S.COMPLETE_COMMIT, reason)
             return "commit"
@@ -375,7 +385,8 @@ class Coordinator:
 
         return self.db.run(work)
 
-    def end_transaction(self, ident: ProducerIdentity, txn_id: int | None, commit: bool) -> None:
+    def end_transaction(self, ident: ProducerIdentity, txn_id: int | None, commit: bool, *,
+                        offsets: bool = True) -> None:
         """EndTxn, as one database transaction: under the transactional id's row lock,
         check the epoch and state, move Ongoing -> PrepareCommit (PrepareAbort) ->
         CompleteCommit (CompleteAbort), both recorded in the history, write the markers,
@@ -386,7 +397,9 @@ class Coordinator:
         ``txn_id`` None: the transaction this producer instance (same id and epoch) has
         open, if any; a request whose reply was lost may have started it. Nothing open
         is success. Retried after a lost reply, it answers success and changes nothing.
-        Raises ProducerFencedError, InvalidTxnStateError."""
+        ``offsets=False``: the producer never asked to stage group offsets in this
+        transaction (not even by a request whose reply was lost), so a commit need not look
+        for any. Raises ProducerFencedError, InvalidTxnStateError."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
         prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
@@ -400,7 +413,7 @@ class Coordinator:
                 if row.state == completed or (txn_id is None and row.state in IDLE_STATES):
                     return  # done before (the reply was lost), or nothing was ever opened
                 if row.state == prepared:  # decided by an earlier two-step EndTxn: roll forward
-                    self._complete(tx, row, f"{verb} completed by the producer")
+                    self._complete(tx, row, f"{verb} completed by the producer", offsets=offsets)
                     return
             row = self._check_fenced(row, ident)
             if row.state != S.ONGOING or (txn_id is not None and row.txn_id != txn_id):
@@ -408,14 +421,14 @@ class Coordinator:
                     f"cannot {verb} transaction {txn_id} of {tid!r}: it is {row.state}"
                 )
             self._transition(tx, row, prepared, f"{verb} requested by the producer", persist=False)
-            self._complete(tx, row, f"{verb} completed by the producer")
+            self._complete(tx, row, f"{verb} completed by the producer", offsets=offsets)
             fault_point(f"{verb}.during_end")  # all written, not committed: a crash undoes all of it
 
         self.db.run(work)
         fault_point(f"{verb}.after_end")
 
     def append_and_commit(
-        self, ident: ProducerIdentity, txn_id: int, writes: Sequence[SegmentWrite]
+        self, ident: ProducerIdentity, txn_id: int, writes: Sequence[SegmentWrite], *, offsets: bool = True
     ) -> list[AppendResult]:
         """Register the transaction's last uploaded segments and commit it, in one database
         transaction: ``append`` then ``end_transaction(commit=True)`` without a durable
@@ -423,8 +436,9 @@ class Coordinator:
         commits, so no reader ever sees them open.
 
         Retried after a lost reply it finds the transaction committed and answers the
-        stored offsets (``duplicate=True``), writing nothing. Raises what ``append`` and
-        ``end_transaction`` raise; on any error nothing of it is written."""
+        stored offsets (``duplicate=True``), writing nothing. ``offsets`` as for
+        ``end_transaction``. Raises what ``append`` and ``end_transaction`` raise; on any
+        error nothing of it is written."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
         ordered = sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence))
@@ -444,7 +458,7 @@ class Coordinator:
                 )
             results = [append_sequenced(tx, ident, txn_id, w) for w in ordered]
             self._transition(tx, row, S.PREPARE_COMMIT, "commit requested by the producer", persist=False)
-            self._complete(tx, row, "commit completed by the producer")
+            self._complete(tx, row, "commit completed by the producer", offsets=offsets)
             fault_point("commit.during_end")  # all written, not committed: a crash undoes all of it
             return results
 

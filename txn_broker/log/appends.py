@@ -21,6 +21,12 @@ def append_sequenced(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: Seg
     """Append ``w`` if its sequence number is the next of (producer, partition); answer
     the stored offsets (``duplicate=True``) for a retry of a batch already stored."""
     key = {"producer_id": ident.producer_id, "topic_id": w.topic_id, "partition_no": w.partition}
+    last = w.base_sequence if w.last_sequence is None else w.last_sequence
+    if last >= w.base_sequence and tx.execute(
+            "advance_producer_sequence", **key, producer_epoch=ident.epoch, last_sequence=last,
+            previous_sequence=w.base_sequence - 1) == 1:
+        # the next batch in the same epoch (checked and recorded by that one statement)
+        return _insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence)
     state = tx.one("producer_state_for_update", **key)
     if state is not None and state.producer_epoch > ident.epoch:
         raise InvalidProducerEpochError(
@@ -55,7 +61,6 @@ def append_sequenced(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: Seg
             f"out of order sequence on {w.topic}-{w.partition} from producer id "
             f"{ident.producer_id}: got {w.base_sequence}, expected {expected}"
         )
-    last = w.base_sequence if w.last_sequence is None else w.last_sequence
     if last < w.base_sequence:
         raise OutOfOrderSequenceError(
             f"batch on {w.topic}-{w.partition} ends at sequence {last}, before its first {w.base_sequence}")

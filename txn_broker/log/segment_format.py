@@ -4,7 +4,6 @@ its buffers compressed with the topic's ``compression.type``; and the schema rea
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidConfigError
@@ -20,6 +19,15 @@ _IPC_OPTIONS = {
     "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),
     "zstd": pa.ipc.IpcWriteOptions(compression="zstd"),
 }
+#: the same, compressing on the calling thread: for a small table, handing its few buffers
+#: to Arrow's thread pool costs more CPU than compressing them (10 records of 1 KB: 0.12
+#: against 0.06 ms with zstd)
+_IPC_OPTIONS_ONE_THREAD = {
+    name: pa.ipc.IpcWriteOptions(compression=options.compression, use_threads=False)
+    for name, options in _IPC_OPTIONS.items()
+}
+#: tables smaller than this are compressed on the calling thread
+_THREADED_BYTES = 1 << 20
 #: a segment larger than this is compressed only if a sample of it is
 _SAMPLE_BYTES = 64 * 1024
 #: ... at least this much smaller compressed
@@ -34,8 +42,9 @@ def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buf
     ``_MIN_SAVINGS`` is written uncompressed without trying (already compressed or
     encrypted payloads cost no compression time, and are read without a copy). Returned
     as the Arrow buffer it was written to."""
+    small = table.nbytes < _THREADED_BYTES
     try:
-        options = _IPC_OPTIONS[compression]
+        options = (_IPC_OPTIONS_ONE_THREAD if small else _IPC_OPTIONS)[compression]
     except KeyError:
         raise InvalidConfigError(f"unknown segment compression {compression!r}; known: {COMPRESSION_TYPES}") from None
     if compression != "uncompressed" and table.nbytes > 4 * _SAMPLE_BYTES and not _compresses(table, options):
@@ -66,8 +75,8 @@ def decode_segment(data: bytes | pa.Buffer) -> pa.Table:
 
 
 def with_timestamp(table: pa.Table, now_ms: int) -> pa.Table:
-    ts = pa.array(np.full(table.num_rows, now_ms, dtype="datetime64[ms]"), type=pa.timestamp("ms"))
-    return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts.cast(TIMESTAMP_TYPE))
+    ts = pa.repeat(pa.scalar(now_ms, TIMESTAMP_TYPE), table.num_rows)
+    return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
 
 
 def read_schema(topic_schema: pa.Schema) -> pa.Schema:

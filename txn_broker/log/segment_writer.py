@@ -28,12 +28,12 @@ def build_segment(table: pa.Table, *, topic_id: int, topic: str, partition: int,
     registered by object key, not by sequence number. ``last_sequence``: for writers that
     number records (see :class:`SegmentWrite`)."""
     payload = encode_segment(table, compression)
-    timestamps = table.column("_timestamp").cast(pa.int64())
+    newest = pc.max(table.column("_timestamp"))  # vectorised: no per-record Python
     write = SegmentWrite(
         topic_id=topic_id, topic=topic, partition=partition, record_count=table.num_rows,
         size_bytes=len(payload), object_key=segment_key(topic_id, partition, name),
         base_sequence=base_sequence, last_sequence=last_sequence,
-        max_timestamp_ms=int(pc.max(timestamps).as_py()),  # vectorised: no per-record Python
+        max_timestamp_ms=int(newest.cast(pa.int64()).as_py()),
     )
     return write, payload
 

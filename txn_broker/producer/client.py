@@ -87,6 +87,9 @@ class Producer:
         # while _txn_id is None (the call's reply was lost), so commit and abort must ask
         self._txn_requested = False
         self._txn_partitions: set[tuple[int, int]] = set()  # added by send() in this transaction
+        #: send_offsets_to_transaction() asked the coordinator (the reply may have been lost):
+        #: only then may the commit have group offsets to apply
+        self._txn_offsets_requested = False
         self._txn_appends: list[AppendResult] = []
         #: InvalidPidMappingError was seen (KIP-360): the abort re-initialises
         self._pid_mapping_lost = False
@@ -190,6 +193,7 @@ class Producer:
             self._txn_id = None
             self._txn_requested = False
             self._txn_partitions = set()
+            self._txn_offsets_requested = False
             self._txn_appends = []
             self._to(P.IN_TRANSACTION)
 
@@ -212,6 +216,7 @@ class Producer:
             ident = self._identity()
             with self._guard():
                 self._txn_requested = True
+                self._txn_offsets_requested = True
                 self._txn_id = self._retry(
                     lambda: self._coordinator.add_offsets(ident, group_id, rows))
             fault_point("offsets.after_send")
@@ -259,8 +264,9 @@ class Producer:
                     # the last segments are registered in the commit's own database
                     # transaction: one durable commit instead of two
                     fault_point("commit.before_end")
+                    offsets = self._txn_offsets_requested
                     self._txn_appends.extend(self._sender.register(
-                        partial(self._coordinator.append_and_commit, ident, txn_id)))
+                        partial(self._coordinator.append_and_commit, ident, txn_id, offsets=offsets)))
                 else:
                     if self._sender.pending:
                         self._register()
@@ -268,9 +274,9 @@ class Producer:
                     if self._txn_id is not None or self._txn_requested:
                         fault_point("commit.before_end")
                         # txn_id None: a request's lost reply may have opened one; commit that
-                        ident, txn_id = self._identity(), self._txn_id
+                        ident, txn_id, offsets = self._identity(), self._txn_id, self._txn_offsets_requested
                         self._retry(lambda: self._coordinator.end_transaction(
-                            ident, txn_id, commit=True))
+                            ident, txn_id, commit=True, offsets=offsets))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
             self._txn_requested = False

@@ -26,6 +26,9 @@ class LocalObjectStore:
         self.root = Path(root)
         self.url = self.root.as_uri()
         self._prefix = f"{self.root}{os.sep}"
+        #: directories this store created or found (a partition's directory is made once,
+        #: not at every put); one that was removed since is made again when a write fails
+        self._directories: set[str] = set()
 
     def options(self) -> dict[str, str]:
         """A directory needs no options."""
@@ -40,21 +43,33 @@ class LocalObjectStore:
         return Path(self._file(key))
 
     def put(self, key: str, data: ObjectData) -> None:
-        path = self._path(key)
-        tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}-{path.name}")
+        path = self._file(key)
+        directory, name = os.path.split(path)
+        tmp = os.path.join(directory, f"{_TMP}{uuid.uuid4().hex}-{name}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            if directory not in self._directories:
+                os.makedirs(directory, exist_ok=True)
+                self._directories.add(directory)
+            try:
+                self._write(tmp, data)
+            except FileNotFoundError:  # the directory was removed since: make it again
+                os.makedirs(directory, exist_ok=True)
+                self._write(tmp, data)
             os.replace(tmp, path)
         except OSError as error:
             try:
-                tmp.unlink(missing_ok=True)
-            except OSError:  # the directory itself is the problem; nothing was left there
+                os.unlink(tmp)
+            except OSError:  # never written, or the directory itself is the problem
                 pass
             raise StorageUnavailableError(f"cannot write {path}: {error.strerror}") from error
+
+    @staticmethod
+    def _write(path: str, data: ObjectData) -> None:
+        """Write ``path`` and make its contents durable (fsync) before it is renamed."""
+        with open(path, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
 
     def get(self, key: str) -> bytes:
         try:
