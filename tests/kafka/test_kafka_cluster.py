@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import Listener, wait_for
+from _kafka_listener import Listener, wait_for
 from test_kafka_confluent import consumer, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

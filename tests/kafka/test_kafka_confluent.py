@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import wait_for
+from _kafka_listener import wait_for
 
 from txn_broker import TopicPartition as TP
 
