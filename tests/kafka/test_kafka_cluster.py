@@ -6,9 +6,9 @@ that stops drops out of Metadata."""
 from __future__ import annotations
 
 import pytest
+from _kafka_listener import Listener, wait_for
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from _kafka_listener import Listener, wait_for
 from test_kafka_confluent import consumer, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

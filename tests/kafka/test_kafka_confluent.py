@@ -9,9 +9,9 @@ import time
 
 import pyarrow as pa
 import pytest
+from _kafka_listener import wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from _kafka_listener import wait_for
 
 from txn_broker import TopicPartition as TP
 

@@ -10,9 +10,9 @@ import socket
 import struct
 
 import pytest
+from _kafka_listener import Listener
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from _kafka_listener import Listener
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
