@@ -63,7 +63,9 @@ def _fill(broker: Any, topic: str, sizes: Sizes) -> int:
     return sum(c.num_rows for c in chunks)
 
 
-def _consume(broker: Any, topic: str, isolation: str, expected: int, poll_records: int) -> int:
+def _consume(broker: Any, topic: str, isolation: str, expected: int, poll_records: int | None) -> int:
+    """Read ``expected`` records from every partition of ``topic``; ``poll_records`` None:
+    the consumer's default poll size."""
     consumer = broker.consumer(isolation_level=isolation)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
     got = 0
@@ -186,16 +188,7 @@ def _new_user_shape(backend: Backend, sizes: Sizes, progress: Callable[[str], No
             return n
 
         def consume(max_records: int | None) -> int:
-            consumer = broker.consumer()
-            consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-            got = 0
-            while got < rows:
-                batch = consumer.poll(max_records=max_records)
-                if batch.num_rows == 0:
-                    raise RuntimeError(f"the consumer stopped at {got} of {rows} records")
-                got += batch.num_rows
-            consumer.close()
-            return got
+            return _consume(broker, topic, "read_committed", rows, max_records)
 
         cpu: dict[str, list[float]] = {}
 

@@ -91,6 +91,11 @@ class SweepAction:
     txn_id: int | None
 
 
+def _in_sequence(writes: Sequence[SegmentWrite]) -> list[SegmentWrite]:
+    """Segments in the order their sequence checks expect: by partition, then sequence."""
+    return sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence))
+
+
 class Coordinator:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
@@ -350,10 +355,7 @@ class Coordinator:
                         f"transactional id {ident.transactional_id!r}: transaction {txn_id} is not "
                         f"open (state {row.state}); the append is refused"
                     )
-            results = []
-            for w in sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence)):
-                results.append(append_sequenced(tx, ident, open_txn, w))
-            return results
+            return [append_sequenced(tx, ident, open_txn, w) for w in _in_sequence(writes)]
 
         return self.db.run(work)
 
@@ -441,7 +443,7 @@ class Coordinator:
         error nothing of it is written."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
-        ordered = sorted(writes, key=lambda w: (w.topic_id, w.partition, w.base_sequence))
+        ordered = _in_sequence(writes)
 
         def work(tx: Tx) -> list[AppendResult]:
             row = self._check_fenced(self._lock(tx, tid), ident)

@@ -259,24 +259,23 @@ class Producer:
             with self._guard():
                 ident = self._identity()
                 self._sender.upload(ident, self._accumulator.drain(self._accumulator.keys()))
-                txn_id = self._txn_id
+                if self._sender.pending and self._txn_id is None:
+                    # the transaction's id is unknown (a lost reply): this append joins or
+                    # opens the transaction and learns it
+                    self._register()
+                    fault_point("produce.after_register")
+                txn_id, offsets = self._txn_id, self._txn_offsets_requested
                 if self._sender.pending and txn_id is not None:
                     # the last segments are registered in the commit's own database
                     # transaction: one durable commit instead of two
                     fault_point("commit.before_end")
-                    offsets = self._txn_offsets_requested
                     self._txn_appends.extend(self._sender.register(
                         partial(self._coordinator.append_and_commit, ident, txn_id, offsets=offsets)))
-                else:
-                    if self._sender.pending:
-                        self._register()
-                        fault_point("produce.after_register")
-                    if self._txn_id is not None or self._txn_requested:
-                        fault_point("commit.before_end")
-                        # txn_id None: a request's lost reply may have opened one; commit that
-                        ident, txn_id, offsets = self._identity(), self._txn_id, self._txn_offsets_requested
-                        self._retry(lambda: self._coordinator.end_transaction(
-                            ident, txn_id, commit=True, offsets=offsets))
+                elif txn_id is not None or self._txn_requested:
+                    fault_point("commit.before_end")
+                    # txn_id None: a request's lost reply may have opened one; commit that
+                    self._retry(lambda: self._coordinator.end_transaction(
+                        ident, txn_id, commit=True, offsets=offsets))
             appends, self._txn_appends = self._txn_appends, []
             self._txn_id = None
             self._txn_requested = False
