@@ -143,12 +143,23 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
     serve_cpu: dict[str, list[float]] = {}
     own_cpu: dict[str, list[float]] = {}
 
+    clock: dict[str, float] = {}
+
+    def started() -> float:
+        """The timed part of a run begins: its wall clock and both CPU clocks (what a run
+        does before, such as writing the topic a consume run reads, is not counted)."""
+        clock.update(serve=listener.cpu_seconds(), own=time.process_time())
+        return time.perf_counter()
+
+    def stopped(start: float) -> float:
+        clock.update(serve=listener.cpu_seconds() - clock["serve"], own=time.process_time() - clock["own"])
+        return time.perf_counter() - start
+
     def measured(name: str, body: Callable[[], float]) -> Callable[[], float]:
         def run_once() -> float:
-            serve, own = listener.cpu_seconds(), time.process_time()
             elapsed = body()
-            serve_cpu.setdefault(name, []).append(listener.cpu_seconds() - serve)
-            own_cpu.setdefault(name, []).append(time.process_time() - own)
+            serve_cpu.setdefault(name, []).append(clock["serve"])
+            own_cpu.setdefault(name, []).append(clock["own"])
             return elapsed
         return run_once
 
@@ -157,20 +168,20 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         # started before the clock, as the transactional variants are by init_transactions()
         producer.send(warmup, chunks[0].slice(0, 1), partition=0)
         producer.flush()
-        start = time.perf_counter()
+        start = started()
         for chunk in chunks:
             producer.send(name, chunk, partition=0)
         producer.flush()
-        return time.perf_counter() - start
+        return stopped(start)
 
     def py_transactional() -> float:
         name, producer = topic(), broker.producer(transactional_id=unique("c9-py"))
         producer.init_transactions()
-        start = time.perf_counter()
+        start = started()
         for chunk in chunks:
             with producer.transaction():
                 producer.send(name, chunk, partition=0)
-        elapsed = time.perf_counter() - start
+        elapsed = stopped(start)
         producer.close()
         return elapsed
 
@@ -182,12 +193,12 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         _produce(producer, warmup, b"warm-up", b"warm-up")
         if producer.flush(30):
             raise RuntimeError("the warm-up record was not delivered through the protocol")
-        start = time.perf_counter()
+        start = started()
         for chunk in pairs:
             for key, value in chunk:
                 _produce(producer, name, key, value)
         remaining = producer.flush(120)
-        elapsed = time.perf_counter() - start
+        elapsed = stopped(start)
         if remaining:
             raise RuntimeError(f"{remaining} records not delivered through the protocol")
         return elapsed
@@ -196,13 +207,13 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         name = topic()
         producer = Producer({**common, "transactional.id": unique("c9-kafka")})
         producer.init_transactions(30)
-        start = time.perf_counter()
+        start = started()
         for chunk in pairs:
             producer.begin_transaction()
             for key, value in chunk:
                 _produce(producer, name, key, value)
             producer.commit_transaction(120)
-        return time.perf_counter() - start
+        return stopped(start)
 
     def filled() -> str:
         """A topic written (transactionally, untimed) for one consume run. Each run reads
@@ -221,14 +232,14 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
     def py_consume() -> float:
         name = filled()
         consumer = broker.consumer()
-        start = time.perf_counter()
+        start = started()
         consumer.subscribe([name])
         seen = 0
         while seen < total:
             got = consumer.poll(timeout_s=5)
             seen += got.num_rows
             _touch(got.column("value"))  # the records are read, as the Kafka client's are
-        elapsed = time.perf_counter() - start
+        elapsed = stopped(start)
         consumer.close()
         return elapsed
 
@@ -243,7 +254,7 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         # is to its database (librdkafka otherwise waits out a timer of about 0.5 s
         # before its first offset lookup on a connection not yet up)
         consumer.get_watermark_offsets(KafkaPartition(name, 0), timeout=30)
-        start = time.perf_counter()
+        start = started()
         # assigned, as the Python consumer is: the group's join protocol is not timed
         consumer.assign([KafkaPartition(name, 0, OFFSET_BEGINNING)])
         seen = 0
@@ -254,7 +265,7 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
             for message in consumer.consume(min(500, total - seen), 0.5):
                 if message.error() is None:
                     seen += 1
-        elapsed = time.perf_counter() - start
+        elapsed = stopped(start)
         consumer.close()
         if seen < total:
             raise RuntimeError(f"the Kafka consumer read {seen} of {total} records")

@@ -106,7 +106,7 @@ WHERE producer_id = :producer_id AND topic_id = :topic_id AND partition_no = :pa
 -- Assign offsets to a batch: moves the high watermark and locks the partition row
 UPDATE partitions SET high_watermark = high_watermark + :record_count
 WHERE topic_id = :topic_id AND partition_no = :partition_no
-RETURNING high_watermark;
+RETURNING high_watermark, log_start_offset;
 
 -- insert_segment --
 -- Register a completely written segment object

@@ -14,11 +14,9 @@ found gone is re-planned once, as a fresh poll would.
 from __future__ import annotations
 
 import math
-import os
-import threading
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +25,7 @@ import pyarrow as pa
 from .database import Database, Tx
 from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
-from .log.reader import MetadataColumns, SegmentCache, fetch_segment
+from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool
 from .log.segment_format import read_schema
 from .models import TopicPartition
 from .names import validate_id, validate_partition
@@ -44,20 +42,6 @@ DEFAULT_POLL_BYTES = 8 * 1024 * 1024
 
 #: the metadata columns' constant arrays, shared by the process's consumers
 _METADATA = MetadataColumns()
-_PREFETCHER: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
-_PREFETCHER_LOCK = threading.Lock()
-
-
-def _prefetcher() -> ThreadPoolExecutor:
-    """The threads that fetch segment objects ahead of polls, shared by the process's
-    consumers and kept (an object store keeps a client per thread: new threads for each
-    consumer would pay for new clients). A forked child, which has none of its parent's
-    threads, makes its own."""
-    global _PREFETCHER
-    with _PREFETCHER_LOCK:
-        if _PREFETCHER is None or _PREFETCHER[0] != os.getpid():
-            _PREFETCHER = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-broker-prefetch"))
-        return _PREFETCHER[1]
 
 
 @dataclass
@@ -437,7 +421,7 @@ class Consumer:
             return
         if len(self._prefetched) > 2 * len(self._assignment):  # left by seeks: let them go
             self._prefetched.clear()
-        self._prefetched[segments[i].object_key] = _prefetcher().submit(fetch_segment, self._cache.store,
+        self._prefetched[segments[i].object_key] = prefetch_pool().submit(fetch_segment, self._cache.store,
                                                                          segments[i])
 
     # -- group offsets -------------------------------------------------------------------

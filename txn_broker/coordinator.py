@@ -326,7 +326,7 @@ class Coordinator:
         return self.db.run(work)
 
     def append(
-        self, ident: ProducerIdentity, txn_id: int | None, writes: Sequence[SegmentWrite]
+        self, ident: ProducerIdentity, txn_id: int | None, writes: Sequence[SegmentWrite], *, begin: bool = True
     ) -> list[AppendResult]:
         """Register uploaded segments: check the epoch, check each batch's sequence number,
         assign offsets. All or nothing, one database transaction.
@@ -335,7 +335,9 @@ class Coordinator:
         ``txn_id``: the transaction the producer knows to be open, which must still be the
         open one; None if it knows of none: starts one (and its timeout clock) if the id is
         idle, or joins the one this instance (same epoch) has open, started by a request
-        whose reply was lost. Each result carries the transaction's id.
+        whose reply was lost. ``begin=False``: never starts one, only joins the open one
+        (KIP-890: a Kafka client's transactional produce must follow its
+        AddPartitionsToTxn). Each result carries the transaction's id.
 
         Raises ProducerFencedError, InvalidTxnStateError (that transaction ended: a late
         append), ConcurrentTransactionsError, OutOfOrderSequenceError,
@@ -346,7 +348,13 @@ class Coordinator:
             open_txn = None
             if ident.transactional_id is not None:
                 row = self._check_fenced(self._lock(tx, ident.transactional_id), ident)
-                if txn_id is None:
+                if txn_id is None and not begin:
+                    if row.state != S.ONGOING or row.txn_id is None:
+                        raise InvalidTxnStateError(
+                            f"transactional id {ident.transactional_id!r} has no open transaction "
+                            f"({row.state}): AddPartitionsToTxn must come first")
+                    open_txn = row.txn_id
+                elif txn_id is None:
                     open_txn = self._begin_if_idle(tx, row, "first append")
                 elif row.state == S.ONGOING and row.txn_id == txn_id:
                     open_txn = txn_id

@@ -457,6 +457,42 @@ def test_an_append_that_knows_no_transaction_joins_the_open_one_of_its_epoch(bac
     assert len(read(broker, ["t"])) == 1
 
 
+def test_an_append_that_may_not_begin_a_transaction_only_joins_the_open_one(backend):
+    """``begin=False`` (a Kafka client's transactional produce, KIP-890): refused while the
+    id has no open transaction, before and after one, writing nothing and starting none;
+    joins the open one, under the same fencing as any append."""
+    from txn_broker.log.types import SegmentWrite
+
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    topic_id = broker._topics.get("t").topic_id
+    producer = broker.producer(transactional_id="kip890")
+    producer.init_transactions()
+    coordinator = broker._coordinator
+
+    def write(key, seq):
+        return [SegmentWrite(topic_id, "t", 0, 1, 1, f"topics/kip890-{key}", seq, 0)]
+
+    with pytest.raises(InvalidTxnStateError, match="AddPartitionsToTxn must come first"):
+        coordinator.append(producer.identity, None, write("idle", 0), begin=False)
+    assert broker.describe_transaction("kip890").state == "Empty"
+    producer.begin_transaction()
+    producer.send("t", rows(1))
+    producer.flush()
+    opened = broker.describe_transaction("kip890").txn_id
+    [joined] = coordinator.append(producer.identity, None, write("joined", 1), begin=False)
+    assert (joined.txn_id, joined.base_offset, joined.log_start_offset) == (opened, 1, 0)
+    producer.commit_transaction()
+    with pytest.raises(InvalidTxnStateError, match="AddPartitionsToTxn must come first"):
+        coordinator.append(producer.identity, None, write("ended", 2), begin=False)
+    zombie = producer.identity
+    broker.producer(transactional_id="kip890").init_transactions()
+    with pytest.raises(ProducerFencedError):
+        coordinator.append(zombie, None, write("zombie", 2), begin=False)
+    assert broker.describe_topic("t").partitions[0].high_watermark == 2
+    assert lso(broker, "t") == 2  # both appends committed with the transaction they joined
+
+
 def test_abort_after_a_failed_first_append_aborts_what_it_opened(backend):
     """An append whose answer never came may have opened the transaction at the
     coordinator: abort_transaction() must end it, not leave it holding the LSO back."""

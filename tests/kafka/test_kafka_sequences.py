@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 
+from txn_broker import TopicPartition
 from txn_broker.kafka import codec
 from txn_broker.kafka.recordbatch import TRANSACTIONAL, Record, encode_batch
 
@@ -145,3 +146,28 @@ def test_pipelined_requests_are_answered_in_order_with_the_same_verdicts(kafka, 
             assert len(list(broker._store.list(f"topics/{topic_id}/"))) == segments
     finally:
         broker.close()
+
+
+def test_produce_answers_carry_the_log_start_offset(kafka, backend):
+    """Each Produce answer says where the partition's log starts now, read with the append
+    (a retried batch's answer reads it on its own), after retention moved it."""
+    from txn_broker.gc import collect_garbage
+
+    broker = backend.connect()
+    broker.create_topic("start", partitions=1, config={"retention.ms": 1, "retention.bytes": 1})
+    for n in range(3):
+        producer = broker.producer()
+        producer.send("start", [{"key": b"k", "value": b"%d" % n, "headers": None}] * 4, partition=0)
+        producer.close()
+    collect_garbage(broker._db, broker._store, broker.settings, delete_delay_ms=0)
+    [log_start] = broker.beginning_offsets([TopicPartition("start", 0)]).values()
+    assert log_start > 0
+    client = Client(kafka.port)
+    init = client.call(22, 4, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+                               "producer_epoch": -1})
+    for _ in range(2):  # the second: a retry, answered with the original offsets
+        part = client.call(0, 9, produce_body("start", batch(init.producer_id, init.producer_epoch, 0, 2)))
+        answer = part.responses[0].partition_responses[0]
+        assert (answer.error_code, answer.base_offset, answer.log_start_offset) == (ErrorCode.none, 12, log_start)
+    client.sock.close()
+    broker.close()

@@ -18,13 +18,17 @@ the ``key`` column, if the schema has one, as the record key.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import decimal
 import json
 import logging
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +46,8 @@ from ..errors import (
     UnknownGroupError,
 )
 from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
-from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, plan_fetch
-from ..log.reader import SegmentCache, read_rows
+from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
+from ..log.reader import SegmentCache, prefetch_pool, read_rows
 from ..log.segment_format import TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
@@ -59,6 +63,10 @@ log = logging.getLogger(__name__)
 #: bytes (about) per record batch of a fetch response: each batch costs a fixed amount of
 #: work to encode, and clients take batches of any size
 FETCH_BATCH_BYTES = 4 * 1024 * 1024
+#: segments of a partition read ahead of its next Fetch (counting one it has begun)
+READ_AHEAD_SEGMENTS = 3
+#: segments read ahead of Fetch requests at most (the oldest not taken are dropped)
+MAX_READ_AHEAD = 16
 MAX_EPOCH = 32767
 
 
@@ -118,6 +126,9 @@ class KafkaBackend:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._cache = SegmentCache(broker._store, max_bytes=128 * 1024 * 1024)
+        #: segments being loaded ahead of the Fetch requests that will read them
+        self._ahead: OrderedDict[str, Future[pa.Table]] = OrderedDict()
+        self._ahead_lock = threading.Lock()
         #: producer id of the writes of non-idempotent clients (acks without a producer id)
         self._anonymous_pid: int | None = None
 
@@ -222,30 +233,31 @@ class KafkaBackend:
         (any error: its object deleted, nothing written)."""
         write = prepared.write
         try:
+            coordinator, budget = self.broker._coordinator, self.broker.settings.retry_budget_ms
             if prepared.transactional:
                 if not transactional_id:
                     raise InvalidTxnStateError("a transactional batch needs the request's transactional id")
+                # fenced, sequence-checked and joined to the open transaction in one database
+                # transaction, which never starts one (KIP-890: AddPartitionsToTxn comes first)
                 ident = ProducerIdentity(transactional_id, prepared.producer_id, prepared.epoch)
-                txn_id = self._open_transaction(ident)
-            else:
+                results = retrying(lambda: coordinator.append(ident, None, [write], begin=False), budget)
+            elif prepared.idempotent:
                 ident = ProducerIdentity(None, prepared.producer_id, prepared.epoch)
-                txn_id = None
-            if prepared.idempotent:
-                results = retrying(lambda: self.broker._coordinator.append(ident, txn_id, [write]),
-                                   self.broker.settings.retry_budget_ms)
+                results = retrying(lambda: coordinator.append(ident, None, [write]), budget)
             else:
-                handle = TransactionHandle(None, ident.producer_id, ident.epoch, None)
-                results = retrying(lambda: self.broker._coordinator.register_uploaded(handle, [write]),
-                                   self.broker.settings.retry_budget_ms)
+                handle = TransactionHandle(None, prepared.producer_id, prepared.epoch, None)
+                results = retrying(lambda: coordinator.register_uploaded(handle, [write]), budget)
         except TxnBrokerError:
             self._forget(write.object_key)
             raise
         result = results[0]
         if result.duplicate:
             self._forget(write.object_key)  # the batch was stored by an earlier attempt
-        tp = TopicPartition(prepared.topic, prepared.partition)
-        offsets = self.broker.beginning_offsets([tp])
-        return ProduceResult(result.base_offset, offsets[tp], result.duplicate)
+        log_start = result.log_start_offset
+        if log_start < 0:  # not read with the append (a duplicate)
+            tp = TopicPartition(prepared.topic, prepared.partition)
+            log_start = self.broker.beginning_offsets([tp])[tp]
+        return ProduceResult(result.base_offset, log_start, result.duplicate)
 
     def discard(self, prepared: PreparedProduce) -> None:
         """A prepared batch that will not be committed: its object deleted."""
@@ -261,19 +273,6 @@ class KafkaBackend:
         if self._anonymous_pid is None:
             self._anonymous_pid = self.broker._coordinator.allocate_producer_id()
         return self._anonymous_pid
-
-    def _open_transaction(self, ident: ProducerIdentity) -> int:
-        """The transaction this producer instance has open (KIP-890: a transactional
-        produce must follow AddPartitionsToTxn; it never starts a transaction)."""
-        self.broker._coordinator.check_not_fenced(ident)
-        row = self.broker._db.run(
-            lambda tx: tx.one("transactional_id_fence_check", transactional_id=ident.transactional_id),
-            write=False)
-        if row is None or row.state != TxnState.ONGOING.value or row.txn_id is None:
-            raise InvalidTxnStateError(
-                f"transactional id {ident.transactional_id!r} has no open transaction "
-                f"({row.state if row else 'unknown'}): AddPartitionsToTxn must come first")
-        return int(row.txn_id)
 
     def _to_table(self, meta: TopicMeta, batch: Batch) -> pa.Table:
         columns = batch.columns
@@ -344,7 +343,7 @@ class KafkaBackend:
                 size += len(out[-1])
                 position = stop
                 continue
-            rows = read_rows(self._cache.get(seg), seg, position, stop)
+            rows = read_rows(self._segment(seg), seg, position, stop)
             row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
             start = 0
             while start < rows.num_rows and not (out and size >= max_bytes):
@@ -356,7 +355,34 @@ class KafkaBackend:
                 size += len(head) + len(body)
                 position += chunk.num_rows
                 start += chunk.num_rows
+        self._read_ahead([seg for seg in segments if seg.end_offset > position and not seg.skipped_at(isolation)])
         return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset, out)
+
+    def _segment(self, seg: PlannedSegment) -> pa.Table:
+        """A segment decoded: from the cache, read ahead, or loaded now."""
+        with self._ahead_lock:
+            pending = self._ahead.pop(seg.object_key, None)
+        if pending is not None:
+            with contextlib.suppress(TxnBrokerError):  # read ahead in vain: loaded here (and says why)
+                return pending.result()
+        return self._cache.get(seg)
+
+    def _read_ahead(self, upcoming: list[PlannedSegment]) -> None:
+        """Load the next :data:`READ_AHEAD_SEGMENTS` of ``upcoming`` (the segments the next
+        Fetches of this partition will read) that are neither in the cache nor on their
+        way: their objects fetched and decoded while this response is sent and the client
+        works through it. A client sends its next Fetch of a partition only when the
+        previous one is answered, so the next segment's download and decoding would
+        otherwise wait for it (the Python consumer fetches ahead the same way). A Fetch of
+        8 MiB over segments of 8 MB needs a new segment each time, and fetching and
+        decoding one from S3 takes longer than sending a response: two are read ahead."""
+        for seg in upcoming[:READ_AHEAD_SEGMENTS]:
+            with self._ahead_lock:
+                if seg.object_key in self._ahead or self._cache.holds(seg.object_key):
+                    continue
+                while len(self._ahead) >= MAX_READ_AHEAD:  # clients that went away: the oldest go
+                    self._ahead.popitem(last=False)[1].cancel()
+                self._ahead[seg.object_key] = prefetch_pool().submit(self._cache.get, seg)
 
     def _to_columns(self, meta: TopicMeta, table: pa.Table) -> RecordColumns:
         stamps = table.column("_timestamp").cast(pa.int64()).combine_chunks().to_numpy()

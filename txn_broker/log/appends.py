@@ -85,12 +85,12 @@ def _insert_segment(
     """Assign offsets (locking the partition row), register the segment and, in a
     transaction, add the partition to the transaction or note the append in its entry
     (one statement)."""
-    high_watermark = tx.scalar(
+    allocated = tx.one(
         "allocate_offsets", record_count=w.record_count, topic_id=w.topic_id, partition_no=w.partition
     )
-    if high_watermark is None:
+    if allocated is None:
         raise UnknownTopicOrPartitionError(f"topic partition {w.topic}-{w.partition} no longer exists")
-    base_offset = int(high_watermark) - w.record_count
+    base_offset = int(allocated.high_watermark) - w.record_count
     tx.execute(
         "insert_segment", producer_id=ident.producer_id, topic_id=w.topic_id, partition_no=w.partition,
         base_offset=base_offset, record_count=w.record_count,
@@ -107,7 +107,8 @@ def _insert_segment(
             raise InvalidTxnStateError(
                 f"transaction {txn_id} has ended in {w.topic}-{w.partition}; the append is refused"
             )
-    return AppendResult(w.topic, w.partition, base_offset, w.record_count, txn_id=txn_id)
+    return AppendResult(w.topic, w.partition, base_offset, w.record_count, txn_id=txn_id,
+                        log_start_offset=int(allocated.log_start_offset))
 
 
 def segment_registered(db: Database, object_key: str) -> bool:

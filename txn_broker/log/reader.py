@@ -4,9 +4,11 @@ against its metadata), a bounded cache of decoded segments, and the metadata col
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +18,20 @@ from ..errors import CorruptSegmentError
 from ..storage import ObjectNotFoundError, ObjectStore
 from .partition import PlannedSegment
 from .segment_format import decode_segment
+
+_PREFETCH_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+_PREFETCH_POOL_LOCK = threading.Lock()
+
+
+def prefetch_pool() -> ThreadPoolExecutor:
+    """The threads that fetch segment objects ahead of readers (consumers' polls, the
+    Kafka listener's fetches), shared by the process and kept. A forked child, which has
+    none of its parent's threads, makes its own."""
+    global _PREFETCH_POOL
+    with _PREFETCH_POOL_LOCK:
+        if _PREFETCH_POOL is None or _PREFETCH_POOL[0] != os.getpid():
+            _PREFETCH_POOL = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-broker-prefetch"))
+        return _PREFETCH_POOL[1]
 
 
 class SegmentCache:
@@ -45,6 +61,11 @@ class SegmentCache:
                 self._bytes -= old.nbytes
         return table
 
+
+    def holds(self, key: str) -> bool:
+        """Whether the segment object ``key`` is decoded in the cache."""
+        with self._lock:
+            return key in self._tables
 
     def discard(self, key: str) -> None:
         """Forget a segment read past, so that its memory is reused as soon as readers let

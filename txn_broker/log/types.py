@@ -62,3 +62,6 @@ class AppendResult:
     duplicate: bool = False
     #: the transaction the segment belongs to (None: not transactional)
     txn_id: int | None = None
+    #: the partition's log start offset when the segment was appended (-1: not read, as
+    #: for a duplicate)
+    log_start_offset: int = -1

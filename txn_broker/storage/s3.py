@@ -15,6 +15,7 @@ attempt; what still fails becomes a StorageUnavailableError (retriable).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -92,7 +93,9 @@ class S3ObjectStore:
             retries={"total_max_attempts": 1, "mode": "standard"},  # txn_broker.retry decides
             connect_timeout=5,
             read_timeout=30,
-            max_pool_connections=16,
+            # the process's threads share one client (see _client): connections for many
+            # uploading producers and reading listener threads at once (made as needed)
+            max_pool_connections=64,
             s3={"addressing_style": addressing_style} if addressing_style else None,  # type: ignore[arg-type]
             # What a small put costs in the producer process is mostly botocore's own work
             # per request; these documented settings take the parts that protect nothing:
@@ -114,7 +117,8 @@ class S3ObjectStore:
                              "aws_secret_access_key": aws_secret_access_key,
                              "aws_session_token": aws_session_token}
         self.retry_budget_ms = retry_budget_ms
-        self._local = threading.local()
+        self._client_lock = threading.Lock()
+        self._shared_client: tuple[int, Any] | None = None  # (the process it was made in, the client)
 
     def __repr__(self) -> str:
         return f"S3ObjectStore({self.url!r}, endpoint_url={self.endpoint_url!r})"
@@ -129,17 +133,23 @@ class S3ObjectStore:
 
     @property
     def _client(self) -> Any:
-        # boto3 sessions are not thread-safe; clients are, but create them per thread
-        # anyway so forked or threaded callers never share a half-built one.
-        client = getattr(self._local, "client", None)
-        if client is None:
-            creds = self._credentials
-            session = boto3.session.Session(
-                aws_access_key_id=creds["aws_access_key_id"], aws_secret_access_key=creds["aws_secret_access_key"],
-                aws_session_token=creds["aws_session_token"], region_name=self.region_name)
-            client = session.client("s3", endpoint_url=self.endpoint_url, config=self._config)
-            self._local.client = client
-        return client
+        """One client for the process's threads (botocore clients are thread-safe; making
+        one costs about 0.1 s of CPU, which a client per thread paid again in every new
+        thread of a pool). A forked child makes its own: it must not share its parent's
+        connections."""
+        shared = self._shared_client
+        if shared is not None and shared[0] == os.getpid():
+            return shared[1]
+        with self._client_lock:  # boto3 sessions are not thread-safe: one is built at a time
+            shared = self._shared_client
+            if shared is None or shared[0] != os.getpid():
+                creds = self._credentials
+                session = boto3.session.Session(
+                    aws_access_key_id=creds["aws_access_key_id"], aws_secret_access_key=creds["aws_secret_access_key"],
+                    aws_session_token=creds["aws_session_token"], region_name=self.region_name)
+                shared = (os.getpid(), session.client("s3", endpoint_url=self.endpoint_url, config=self._config))
+                self._shared_client = shared
+            return shared[1]
 
     def _call(self, request: Callable[[], T]) -> T:
         """``request`` under the retry policy: transient failures are tried again."""
