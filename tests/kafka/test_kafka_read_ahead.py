@@ -101,3 +101,16 @@ def test_a_segment_that_cannot_be_read_ahead_fails_the_fetch_that_needs_it(topic
     for _ in range(2):  # reported by the Fetch that needs it, each time: the failure is not kept
         with pytest.raises(CorruptSegmentError, match="missing from storage"):
             kafka.fetch("ahead", 0, 20, 500, READ_COMMITTED)
+
+
+def test_a_fetch_half_full_does_not_wait_for_a_segment_not_loaded_yet(topic):
+    """With half its budget taken, a Fetch answers with what it has rather than wait for
+    the download of the next segment, which is read ahead for the next Fetch instead."""
+    broker, keys = topic
+    kafka = KafkaBackend(broker)
+    answer = kafka.fetch("ahead", 0, 0, 2_000, READ_COMMITTED)  # "a" is about 1.2 KB
+    # "a", and the aborted records passed over (nothing to load); not "b"
+    assert batches(answer.records) == [(0, 9, False), (10, 19, True)]
+    wait_until(lambda: kafka._cache.holds(keys[2]) and kafka._cache.holds(keys[3]))  # "b" and "c"
+    # loaded segments are read on into the budget
+    assert batches(kafka.fetch("ahead", 0, 20, 100_000, READ_COMMITTED).records) == [(20, 29, False), (30, 39, False)]

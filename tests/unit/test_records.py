@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import zlib
 
 import pyarrow as pa
@@ -178,6 +179,23 @@ def test_segments_round_trip_with_every_compression(compression):
     assert decode_segment(payload.to_pybytes()).equals(table)  # from bytes too
     if compression != "uncompressed":
         assert payload.size < encode_segment(table).size
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_a_large_segment_of_incompressible_values_is_stored_as_it_is(compression):
+    """Kafka's record shape with null headers made by ``pa.nulls`` (whose slices carry their
+    parent's offsets into an IPC file) and random values: not compressed, so a reader gets
+    the values without a copy. Compressible values of the same shape are compressed."""
+    n = 8_000
+    headers = pa.nulls(n, DEFAULT_SCHEMA.field("headers").type)
+    random_values = pa.array([os.urandom(1000) for _ in range(n)], pa.binary())
+    table = pa.table({"key": pa.array([b"k%d" % i for i in range(n)]), "value": random_values, "headers": headers})
+    payload = encode_segment(table, compression)
+    assert payload.size >= encode_segment(table).size  # stored as it is
+    values = decode_segment(payload).column("value").chunks[0].buffers()[2]
+    assert payload.address <= values.address < payload.address + payload.size  # not copied
+    text = table.set_column(1, "value", pa.array([b"value %d " % (i % 10) * 100 for i in range(n)]))
+    assert encode_segment(text, compression).size < encode_segment(text).size / 10
 
 
 def test_unknown_compression_is_refused():

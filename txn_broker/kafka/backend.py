@@ -343,6 +343,8 @@ class KafkaBackend:
                 size += len(out[-1])
                 position = stop
                 continue
+            if size >= max_bytes // 2 and not self._loaded(seg):
+                break  # half the budget is here: sent now, while that segment is read ahead
             rows = read_rows(self._segment(seg), seg, position, stop)
             row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
             start = 0
@@ -366,6 +368,12 @@ class KafkaBackend:
             with contextlib.suppress(TxnBrokerError):  # read ahead in vain: loaded here (and says why)
                 return pending.result()
         return self._cache.get(seg)
+
+    def _loaded(self, seg: PlannedSegment) -> bool:
+        """Whether the segment is decoded (in the cache or read ahead)."""
+        with self._ahead_lock:
+            pending = self._ahead.get(seg.object_key)
+        return self._cache.holds(seg.object_key) or (pending is not None and pending.done())
 
     def _read_ahead(self, upcoming: list[PlannedSegment]) -> None:
         """Load the next :data:`READ_AHEAD_SEGMENTS` of ``upcoming`` (the segments the next

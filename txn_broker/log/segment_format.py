@@ -4,6 +4,7 @@ its buffers compressed with the topic's ``compression.type``; and the schema rea
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidConfigError
@@ -56,8 +57,12 @@ def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buf
 
 
 def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
-    """Whether the first ``_SAMPLE_BYTES`` of ``table`` shrink by ``_MIN_SAVINGS``."""
-    sample = table.slice(0, max(1, table.num_rows * _SAMPLE_BYTES // max(table.nbytes, 1)))
+    """Whether the first ``_SAMPLE_BYTES`` of ``table`` shrink by ``_MIN_SAVINGS``. The
+    sample is copied out of the table first: a slice can carry its parent's buffers into
+    the IPC file (``pa.nulls`` of a map type writes the whole parent's offsets), which
+    compression then removes, and incompressible data looked compressible."""
+    rows = max(1, table.num_rows * _SAMPLE_BYTES // max(table.nbytes, 1))
+    sample = table.slice(0, rows).take(pa.array(np.arange(rows)))
     sizes = []
     for sample_options in (_IPC_OPTIONS["uncompressed"], options):
         sink = pa.MockOutputStream()
