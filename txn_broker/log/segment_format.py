@@ -43,6 +43,7 @@ def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buf
     ``_MIN_SAVINGS`` is written uncompressed without trying (already compressed or
     encrypted payloads cost no compression time, and are read without a copy). Returned
     as the Arrow buffer it was written to."""
+    table = _compact_null_nested(table)
     small = table.nbytes < _THREADED_BYTES
     try:
         options = (_IPC_OPTIONS_ONE_THREAD if small else _IPC_OPTIONS)[compression]
@@ -54,6 +55,21 @@ def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buf
     with pa.ipc.new_file(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue()
+
+
+def _compact_null_nested(table: pa.Table) -> pa.Table:
+    """``table`` with its all-null nested columns (lists, maps, structs) rebuilt. Arrow's
+    IPC writer writes the whole child offsets of a ``pa.nulls`` map, however few of its
+    rows a slice holds: a segment cut from a large table with null headers carried 8
+    bytes per row of the whole table. Rebuilt, such a column costs its validity and
+    offsets."""
+    columns = table.columns
+    compacted = [pa.chunked_array([pa.concat_arrays([chunk]) for chunk in column.chunks], column.type)
+                 if pa.types.is_nested(column.type) and len(column) and column.null_count == len(column) else column
+                 for column in columns]
+    if all(new is old for new, old in zip(compacted, columns, strict=True)):
+        return table
+    return pa.Table.from_arrays(compacted, schema=table.schema)
 
 
 def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
