@@ -14,6 +14,7 @@ from txn_broker.errors import (
     UnknownGroupError,
     UnknownTopicOrPartitionError,
 )
+from txn_broker.log.partition import plan_segments
 
 pytestmark = pytest.mark.integration
 SCHEMA = pa.schema([("order_id", pa.string()), ("amount", pa.int64())])
@@ -80,6 +81,31 @@ def test_buffer_becomes_a_segment_at_the_size_threshold(backend):
     assert broker.describe_topic("t").partitions[0].segment_count >= 2
     producer.close()  # flushes the rest
     assert hw(broker, "t") == [400]
+
+
+def test_a_large_send_becomes_segments_of_about_segment_bytes(backend):
+    """One send of many times ``segment_bytes`` is stored as segments of that size (not one
+    object a reader must load whole), in a transaction as outside one; every record is
+    read back once, in order."""
+    broker = backend.connect(segment_bytes=4_000)
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="large")
+    producer.init_transactions()
+    big = orders(2_000)
+    with producer.transaction():
+        producer.send("t", big, partition=0)
+    plain = broker.producer()
+    plain.send("t", orders(2_000, 2_000), partition=0)
+    plain.close()
+    sizes = [s.size_bytes for s in broker._db.read(lambda tx: plan_segments(
+        tx, broker._topics.get("t").topic_id, 0, 0, 4_000, max_segments=1_000))]
+    assert len(sizes) >= 2 * (pa.Table.from_pylist(big).nbytes // 4_000) - 2
+    assert max(sizes) < 3 * 4_000  # about segment_bytes each (a segment also holds its schema)
+    consumer = broker.consumer()
+    consumer.subscribe(["t"])
+    rows = consumer.poll(max_records=10_000).to_pylist()
+    assert [r["order_id"] for r in rows] == [f"o{i}" for i in range(4_000)]
+    assert [r["_offset"] for r in rows] == list(range(4_000))
 
 
 def test_keyed_sends_keep_equal_keys_together(backend):

@@ -1,6 +1,7 @@
 """The record accumulator: validated sends buffered per partition until a buffer becomes
-one segment (at ``segment_bytes``, on ``flush()`` or at commit), and the partitioner
-that picks each record's partition (given, by key hash, or sticky)."""
+segments (at ``segment_bytes``, on ``flush()`` or at commit: one segment, or runs of
+about ``segment_bytes`` when it holds several times that), and the partitioner that
+picks each record's partition (given, by key hash, or sticky)."""
 
 from __future__ import annotations
 
@@ -79,15 +80,29 @@ class RecordAccumulator:
         return list(self._buffers)
 
     def drain(self, keys: list[BufferKey]) -> list[tuple[TopicMeta, int, pa.Table]]:
-        """Take the buffers of ``keys`` out, in key order: (topic, partition, records)."""
+        """Take the buffers of ``keys`` out, in key order, each as the records of its
+        segments in order: (topic, partition, records)."""
         out = []
         for key in sorted(keys):
             buf = self._buffers.pop(key, None)
             if not buf or not buf.tables:
                 continue
             topic_id, partition = key
-            out.append((self._topics[topic_id], partition, pa.concat_tables(buf.tables)))
+            for records in _segments(pa.concat_tables(buf.tables), self.segment_bytes):
+                out.append((self._topics[topic_id], partition, records))
         return out
 
     def clear(self) -> None:
         self._buffers.clear()
+
+
+def _segments(records: pa.Table, segment_bytes: int) -> list[pa.Table]:
+    """A buffer's records as segments: one, or, for a buffer of n ≥ 2 times
+    ``segment_bytes`` (a large send), n runs of equal record counts. A segment then holds
+    between ``segment_bytes`` and about twice that, so that a reader never has to load a
+    whole large send at once, and small sends still fill a segment each."""
+    count = records.nbytes // max(segment_bytes, 1)
+    if count < 2:
+        return [records]
+    rows = -(-records.num_rows // count)
+    return [records.slice(start, rows) for start in range(0, records.num_rows, rows)]
