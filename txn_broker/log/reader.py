@@ -61,7 +61,6 @@ class SegmentCache:
                 self._bytes -= old.nbytes
         return table
 
-
     def holds(self, key: str) -> bool:
         """Whether the segment object ``key`` is decoded in the cache."""
         with self._lock:
