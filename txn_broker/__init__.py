@@ -43,6 +43,7 @@ from .models import (
     StateChange,
     TopicDescription,
     TopicPartition,
+    TopicSpec,
     TransactionDescription,
     TransactionSummary,
     TxnPartition,
@@ -77,7 +78,7 @@ __all__ = [
     # what the broker returns
     "AppendResult", "FsckReport", "GcReport", "GroupDescription", "GroupPartition", "HangingTransaction",
     "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription", "TopicPartition",
-    "TransactionDescription", "TransactionSummary", "TxnPartition",
+    "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
     # transaction states
     "IDLE_STATES", "OPEN_STATES", "PREPARED_STATES", "TxnState", "is_hanging", "is_open", "open_age_ms",
     "state_sets",

@@ -40,6 +40,7 @@ from .models import (
     StateChange,
     TopicDescription,
     TopicPartition,
+    TopicSpec,
     TransactionDescription,
     TransactionSummary,
     TxnPartition,
@@ -156,19 +157,27 @@ class Broker:
         self._topics.create(name, partitions, schema, config)
         return self.describe_topic(name)
 
-    def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]],
+    def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]] | Iterable[TopicSpec],
                       config: dict[str, Any] | None = None) -> dict[str, str]:
-        """Create each ``name: (partitions, schema)`` that does not exist yet (``config`` for
-        the new ones). An existing topic must have the same partition count
-        (InvalidConfigError) and, when a schema is given, the same schema
-        (SchemaMismatchError). Safe to run concurrently and repeatedly: the set-up step of
-        every pipeline. Returns ``{name: "created" | "exists"}``."""
+        """Create each topic that does not exist yet, given as :class:`TopicSpec` values or
+        as ``{name: (partitions, schema)}`` (``config`` for the new ones, where a spec has
+        none). An existing topic must have the same partition count (InvalidConfigError)
+        and, when a schema is given, the same schema (SchemaMismatchError). Safe to run
+        concurrently and repeatedly: the set-up step of every pipeline. Returns
+        ``{name: "created" | "exists"}``."""
+        specs = ([TopicSpec(name, partitions, schema) for name, (partitions, schema) in topics.items()]
+                 if isinstance(topics, Mapping) else [spec for spec in topics])
+        for spec in specs:
+            if not isinstance(spec, TopicSpec):
+                raise InvalidInputError(f"ensure_topics takes TopicSpec values, got {type(spec).__name__}")
         done: dict[str, str] = {}
         existing = set(self.list_topics())
-        for name, (partitions, schema) in topics.items():
+        for spec in specs:
+            name, partitions, schema = spec.name, spec.partitions, spec.schema
             if name not in existing:
                 try:
-                    self.create_topic(name, partitions=partitions, schema=schema, config=config)
+                    self.create_topic(name, partitions=partitions, schema=schema,
+                                      config=spec.config if spec.config is not None else config)
                     done[name] = "created"
                     continue
                 except TopicAlreadyExistsError:

@@ -36,6 +36,19 @@ class TopicDescription:
 
 
 @dataclass(frozen=True)
+class TopicSpec:
+    """A topic as a pipeline declares it: what ``Broker.ensure_topics`` creates, or checks
+    an existing topic against. ``schema`` None: Kafka's record shape for a new topic, and
+    any schema for an existing one. ``config``: for a new topic (an existing one keeps its
+    own)."""
+
+    name: str
+    partitions: int = 1
+    schema: pa.Schema | None = None
+    config: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class GroupPartition:
     topic: str
     partition: int

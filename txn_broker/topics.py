@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -14,20 +13,11 @@ from .config import Settings
 from .database import Database, Tx
 from .errors import InvalidConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from .log.batches import DEFAULT_SCHEMA, schema_from_text, schema_to_text, validate_topic_schema
-from .log.segment_format import COMPRESSION_TYPES
 from .models import PartitionInfo, TopicDescription
 from .names import validate_topic_name
+from .topic_configs import validate_config, with_legacy_defaults
 
 MAX_PARTITIONS = 10_000
-#: topic configs and their defaults (-1: unlimited; None: the broker's max_message_bytes)
-TOPIC_CONFIGS: dict[str, int | str | None] = {
-    "retention.ms": -1,
-    "retention.bytes": -1,
-    "max.message.bytes": None,
-    "compression.type": "zstd",
-}
-#: the compression of segments written to a topic whose config predates compression.type
-LEGACY_COMPRESSION = "uncompressed"
 
 
 @dataclass(frozen=True)
@@ -50,47 +40,9 @@ class TopicMeta:
 
     @classmethod
     def of(cls, row: Any) -> TopicMeta:
-        config = json.loads(row.config)
-        config.setdefault("compression.type", LEGACY_COMPRESSION)  # created before the config existed
+        config = with_legacy_defaults(json.loads(row.config))  # keys added since it was created
         return cls(row.topic_id, row.name, row.partition_count, schema_from_text(row.arrow_schema),
                    config, row.created_ms)
-
-
-def validate_config(config: object, settings: Settings) -> dict[str, Any]:
-    if config is None:
-        config = {}
-    if not isinstance(config, dict):
-        raise InvalidConfigError(f"topic config must be a dict, got {type(config).__name__}")
-    unknown = sorted(set(map(str, config)) - set(TOPIC_CONFIGS))
-    if unknown:
-        raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
-    out: dict[str, Any] = {}
-    for key, default in TOPIC_CONFIGS.items():
-        value = config.get(key, settings.max_message_bytes if default is None else default)
-        if key == "compression.type":
-            out[key] = _compression(value)
-            continue
-        if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,18}\s*", value):
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidConfigError(f"topic config {key}={value!r} must be an integer")
-        if key == "max.message.bytes" and value <= 0:
-            raise InvalidConfigError(f"max.message.bytes must be positive, got {value}")
-        if value < -1 or value == 0:
-            raise InvalidConfigError(f"topic config {key} must be -1 (unlimited) or positive, got {value}")
-        out[key] = value
-    return out
-
-
-def _compression(value: object) -> str:
-    if value == "none":  # the producer-side spelling of Kafka's compression.type
-        value = "uncompressed"
-    if value not in COMPRESSION_TYPES:
-        raise InvalidConfigError(
-            f"topic config compression.type={value!r} must be one of {', '.join(COMPRESSION_TYPES)} "
-            "(segments are Arrow IPC files, whose buffer compression is lz4 or zstd)"
-        )
-    return str(value)
 
 
 class Topics:

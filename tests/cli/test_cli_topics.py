@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from _cli import error_line, run, run_json
 
-from txn_broker.topics import TOPIC_CONFIGS
+from txn_broker.topic_configs import TOPIC_CONFIGS
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,8 @@ def test_topics_create_list_describe_delete(backend, tmp_path):
                        "--config", "retention.ms=86400000", "retention.bytes=1000000")
     assert set(created) == TOPIC_KEYS
     assert created["config"] == {"retention.ms": 86400000, "retention.bytes": 1000000,
-                                 "max.message.bytes": 1048588, "compression.type": TOPIC_CONFIGS["compression.type"]}
+                                 "max.message.bytes": 1048588,
+                                 "compression.type": TOPIC_CONFIGS["compression.type"].default}
     assert created["schema"] == {"fields": [
         {"name": "order_id", "type": "string", "nullable": False},
         {"name": "amount", "type": "double", "nullable": True},

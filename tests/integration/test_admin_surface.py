@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import txn_broker
-from txn_broker.errors import InvalidConfigError, SchemaMismatchError
+from txn_broker.errors import InvalidConfigError, InvalidInputError, SchemaMismatchError
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +66,19 @@ def test_ensure_topics_is_idempotent_and_strict(backend):
         broker.ensure_topics({"a": (3, SCHEMA)})
     with pytest.raises(SchemaMismatchError):
         broker.ensure_topics({"a": (2, pa.schema([("id", pa.string())]))})
+
+
+def test_ensure_topics_takes_topic_specs_with_their_own_configs(backend):
+    broker = backend.connect()
+    specs = [txn_broker.TopicSpec("c", 2, SCHEMA, {"retention.ms": 60_000}), txn_broker.TopicSpec("d")]
+    assert broker.ensure_topics(specs, config={"retention.ms": 5_000}) == {"c": "created", "d": "created"}
+    assert broker.describe_topic("c").config["retention.ms"] == 60_000
+    assert broker.describe_topic("d").config["retention.ms"] == 5_000
+    assert broker.ensure_topics([txn_broker.TopicSpec("c", 2, SCHEMA)]) == {"c": "exists"}
+    with pytest.raises(InvalidConfigError, match="2 partitions, expected 1"):
+        broker.ensure_topics([txn_broker.TopicSpec("c")])
+    with pytest.raises(InvalidInputError, match="TopicSpec"):
+        broker.ensure_topics(["c"])  # type: ignore[list-item]
 
 
 def test_gc_and_fsck_report_progress(backend):

@@ -55,7 +55,8 @@ from ..models import TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
-from ..topics import TOPIC_CONFIGS, TopicMeta
+from ..topic_configs import TOPIC_CONFIGS, validate_config
+from ..topics import TopicMeta
 from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,6 @@ class KafkaBackend:
         config = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
             from ..names import validate_topic_name
-            from ..topics import validate_config
 
             validate_topic_name(name)
             validate_config(config, self.broker.settings)

@@ -1,0 +1,155 @@
+"""Topic configs: every key a topic takes, its default, how its value is checked, and
+when a change takes effect. One table (:data:`TOPIC_CONFIGS`), read by topic creation,
+alteration, the CLI, the Kafka listener's CreateTopics and DescribeConfigs, and the docs.
+
+A value arrives as whatever the caller had (an int from Python, a string from the CLI or
+Kafka's protocol) and is stored normalised (ints as ints). A stored config lacking a key
+added since the topic was created reads as that key's ``legacy`` value when it has one
+(what the topic behaved like before the key existed), else its default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .config import Settings
+from .errors import InvalidConfigError
+from .log.segment_format import COMPRESSION_TYPES
+
+#: a value as given (int, str, bool) and the broker's settings -> the stored value
+Parser = Callable[[str, object], Any]
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """One topic config key."""
+
+    name: str
+    #: the default, or a function of the broker's settings giving it
+    default: Any | Callable[[Settings], Any]
+    #: checks and normalises a value (InvalidConfigError naming the key otherwise)
+    parse: Parser
+    #: what it does, for ``txn-broker topics describe`` help and the docs (one line)
+    doc: str
+    #: when a change takes effect: ``new writes``, ``next gc``, ``at once``
+    takes_effect: str = "new writes"
+    #: the value a topic created before this key existed behaves as (None: the default)
+    legacy: Any = None
+
+    def default_for(self, settings: Settings) -> Any:
+        return self.default(settings) if callable(self.default) else self.default
+
+
+# -- value parsers ------------------------------------------------------------------------
+
+_INT = re.compile(r"\s*-?\d{1,18}\s*")
+
+
+def as_int(key: str, value: object) -> int:
+    if isinstance(value, str) and _INT.fullmatch(value):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidConfigError(f"topic config {key}={value!r} must be an integer")
+    return value
+
+
+def unlimited_or_positive(key: str, value: object) -> int:
+    """-1 (unlimited) or a positive integer."""
+    number = as_int(key, value)
+    if number < -1 or number == 0:
+        raise InvalidConfigError(f"topic config {key} must be -1 (unlimited) or positive, got {number}")
+    return number
+
+
+def positive(key: str, value: object) -> int:
+    number = as_int(key, value)
+    if number <= 0:
+        raise InvalidConfigError(f"topic config {key} must be positive, got {number}")
+    return number
+
+
+def as_bool(key: str, value: object) -> bool:
+    """``true``/``false`` (any case) or a Python bool."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidConfigError(f"topic config {key}={value!r} must be true or false")
+
+
+def one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Parser:
+    """A parser accepting exactly ``choices`` (and ``aliases``, mapped to a choice)."""
+
+    def parse(key: str, value: object) -> str:
+        if isinstance(value, str) and aliases and value in aliases:
+            value = aliases[value]
+        if value not in choices:
+            raise InvalidConfigError(f"topic config {key}={value!r} must be one of {', '.join(choices)}")
+        return str(value)
+
+    return parse
+
+
+def _compression(key: str, value: object) -> str:
+    if value == "none":  # the producer-side spelling of Kafka's compression.type
+        value = "uncompressed"
+    if value not in COMPRESSION_TYPES:
+        raise InvalidConfigError(
+            f"topic config {key}={value!r} must be one of {', '.join(COMPRESSION_TYPES)} "
+            "(segments are Arrow IPC files, whose buffer compression is lz4 or zstd)"
+        )
+    return str(value)
+
+
+# -- the table ----------------------------------------------------------------------------
+
+TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
+    TopicConfig("retention.ms", -1, unlimited_or_positive,
+                "records older than this are deleted by gc, whole segments at a time (-1: kept)",
+                takes_effect="next gc"),
+    TopicConfig("retention.bytes", -1, unlimited_or_positive,
+                "a partition is cut by gc to about this size, whole segments at a time (-1: unlimited)",
+                takes_effect="next gc"),
+    TopicConfig("max.message.bytes", lambda s: s.max_message_bytes, positive,
+                "the largest record a send may hold, in bytes"),
+    TopicConfig("compression.type", "zstd", _compression,
+                "how new segments are compressed: uncompressed, lz4 or zstd",
+                legacy="uncompressed"),
+)}
+
+
+def validate_config(config: object, settings: Settings) -> dict[str, Any]:
+    """A new topic's whole config: ``config`` checked key by key, every key not given at
+    its default. InvalidConfigError for an unknown key or a bad value."""
+    return {**defaults(settings), **check_changes(config)}
+
+
+def check_changes(config: object) -> dict[str, Any]:
+    """The keys of ``config`` checked and normalised (only those given).
+    InvalidConfigError for an unknown key or a bad value; nothing else is looked at."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidConfigError(f"topic config must be a dict, got {type(config).__name__}")
+    unknown = sorted(set(map(str, config)) - set(TOPIC_CONFIGS))
+    if unknown:
+        raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
+    return {str(key): TOPIC_CONFIGS[str(key)].parse(str(key), value) for key, value in config.items()}
+
+
+def defaults(settings: Settings) -> dict[str, Any]:
+    return {name: c.default_for(settings) for name, c in TOPIC_CONFIGS.items()}
+
+
+def with_legacy_defaults(stored: Mapping[str, Any], settings: Settings | None = None) -> dict[str, Any]:
+    """A stored config with every key added since it was written filled in: its
+    ``legacy`` value where it has one, else its default (``settings``: the broker's;
+    None: the defaults of :class:`Settings`)."""
+    out = dict(stored)
+    for name, c in TOPIC_CONFIGS.items():
+        if name not in out:
+            out[name] = c.legacy if c.legacy is not None else c.default_for(settings or Settings())
+    return out
