@@ -13,8 +13,9 @@ SELECT {now_ms} AS now_ms;
 
 -- insert_topic --
 -- Register a topic; no row back when the name is taken
-INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms)
-VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms})
+INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version,
+                    last_field_id)
+VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms}, 1, :last_field_id)
 ON CONFLICT (name) DO NOTHING
 RETURNING topic_id;
 
@@ -24,13 +25,55 @@ INSERT INTO partitions (topic_id, partition_no) VALUES (:topic_id, :partition_no
 
 -- get_topic --
 -- A topic's metadata by name
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
 FROM topics WHERE name = :name;
 
 -- get_topic_by_id --
 -- A topic's metadata by id
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
 FROM topics WHERE topic_id = :topic_id;
+
+-- insert_topic_schema --
+-- Keep one version of a topic's schema (version 1 at creation, the next at each change)
+INSERT INTO topic_schemas (topic_id, version, arrow_schema, created_ms, created_by)
+VALUES (:topic_id, :version, :arrow_schema, {now_ms}, :created_by);
+
+-- topic_schema_versions --
+-- Every version of a topic's schema, oldest first
+SELECT version, arrow_schema, created_ms, created_by FROM topic_schemas
+WHERE topic_id = :topic_id ORDER BY version;
+
+-- lock_topic --
+-- A topic's row, locked while it is altered (SQLite: writers are serialised already)
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
+FROM topics WHERE name = :name {for_update};
+
+-- set_topic_schema --
+-- Make a new schema version the latest
+UPDATE topics SET arrow_schema = :arrow_schema, schema_version = :schema_version,
+                  last_field_id = :last_field_id
+WHERE topic_id = :topic_id;
+
+-- set_topic_config --
+-- Replace a topic's configs (the whole JSON object)
+UPDATE topics SET config = :config WHERE topic_id = :topic_id;
+
+-- set_partition_count --
+-- Grow a topic's partition count (its new partitions' rows are inserted with insert_partition)
+UPDATE topics SET partition_count = :partition_count
+WHERE topic_id = :topic_id AND partition_count < :partition_count;
+
+-- insert_topic_alteration --
+-- Record an alteration of a topic: who, when, and what changed (JSON)
+INSERT INTO topic_alterations (topic_id, seq, altered_ms, altered_by, changes)
+VALUES (:topic_id, (SELECT COALESCE(MAX(a.seq), 0) + 1 FROM topic_alterations a WHERE a.topic_id = :topic_id),
+        {now_ms}, :altered_by, :changes)
+RETURNING seq, altered_ms;
+
+-- topic_alterations_of --
+-- A topic's alterations, oldest first
+SELECT seq, altered_ms, altered_by, changes FROM topic_alterations
+WHERE topic_id = :topic_id ORDER BY seq;
 
 -- list_topics --
 -- All topic names
@@ -78,7 +121,7 @@ ORDER BY p.partition_no;
 -- The segments overlapping [start_offset, end_offset) with their transaction's marker
 -- (purged_ms set: gc deleted the object of an aborted segment; every reader skips it)
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
-       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms
+       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms, s.schema_version
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -112,9 +155,10 @@ RETURNING high_watermark, log_start_offset;
 -- Register a completely written segment object
 INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
                       producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
-                      created_ms)
+                      created_ms, schema_version)
 VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
-        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms});
+        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms},
+        :schema_version);
 
 -- upsert_producer_state --
 -- Remember the last accepted sequence

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from .config import Settings, resolve_database_url, resolve_storage_url
-from .consumer import Consumer, commit_offsets, committed_offsets
+from .consumer import DEFAULT_METADATA_MAX_AGE_MS, Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
 from .database import Database, Tx
 from .errors import (
@@ -192,6 +192,30 @@ class Broker:
             done[name] = "exists"
         return done
 
+    def alter_topic(self, name: str, *, schema: pa.Schema | None = None, partitions: int | None = None,
+                    config: Mapping[str, Any] | None = None, by: str | None = None) -> TopicDescription:
+        """Change a topic while pipelines run, in one database transaction recorded with
+        ``by`` (default ``user@host``) and the time (docs/semantics.md, "Schema evolution"):
+
+        * ``schema``: the next schema version. Fields are matched to the latest version by
+          field id when they carry one (``PARQUET:field_id`` in the field's metadata: how
+          a rename is expressed), else by name; a new field takes the next id. The change
+          must keep the structural rules and the topic's ``schema.compatibility``
+          (IncompatibleSchemaError naming the field and the rule otherwise).
+        * ``partitions``: a larger partition count (InvalidPartitionsError to shrink).
+          Keyed records go to the new count from then on.
+        * ``config``: topic configs to change (InvalidConfigError for an unknown key or a
+          bad value); the schema change, if any, is checked under the new configs.
+
+        Nothing changes when any part is refused. Returns the topic's description."""
+        self._topics.alter(name, schema=schema, partitions=partitions, config=config, by=by)
+        return self.describe_topic(name)
+
+    def topic_alterations(self, name: str) -> list[dict[str, Any]]:
+        """Every alteration of a topic, oldest first: ``seq``, ``altered_ms``, ``altered_by``
+        and ``changes`` (what changed: ``schema``, ``partitions``, ``config``)."""
+        return self._topics.alterations(name)
+
     def list_topics(self) -> list[str]:
         return self._topics.names()
 
@@ -255,8 +279,12 @@ class Broker:
                         timeout)
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
-                 auto_offset_reset: str = "earliest") -> Consumer:
-        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset)
+                 auto_offset_reset: str = "earliest", *,
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS) -> Consumer:
+        """A consumer. ``metadata_max_age_ms``: how often it looks its topics up again (a
+        newer schema version, partitions added to a subscribed topic)."""
+        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset,
+                        metadata_max_age_ms=metadata_max_age_ms)
 
     # -- consumer groups -----------------------------------------------------------------
 

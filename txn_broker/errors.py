@@ -182,3 +182,21 @@ class SchemaVersionError(TxnBrokerError):
     run `txn-broker db upgrade` with the owner role."""
 
     fatal = True
+
+
+# -- topic alteration (schema evolution, partitions, configs): bad input, nothing changed --
+
+
+class IncompatibleSchemaError(SchemaMismatchError):
+    """A schema change the topic's rules forbid (docs/semantics.md, "Schema evolution");
+    the topic is unchanged. ``field`` names the offending field (a dotted path) and
+    ``rule`` the rule it breaks."""
+
+    def __init__(self, message: str | None = None, *, field: str = "", rule: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+        self.rule = rule
+
+
+class InvalidPartitionsError(InvalidConfigError):
+    """A topic's partition count can only grow; nothing changed."""

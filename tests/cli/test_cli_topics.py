@@ -13,7 +13,8 @@ from txn_broker.topic_configs import TOPIC_CONFIGS
 pytestmark = pytest.mark.integration
 
 PARTITION_KEYS = {"partition", "log_start_offset", "high_watermark", "last_stable_offset", "segments", "size_bytes"}
-TOPIC_KEYS = {"name", "topic_id", "created_ms", "config", "schema", "partitions"}
+TOPIC_KEYS = {"name", "topic_id", "created_ms", "config", "schema", "schema_version", "schema_versions",
+              "partitions"}
 
 
 def test_topics_create_list_describe_delete(backend, tmp_path):
@@ -23,12 +24,16 @@ def test_topics_create_list_describe_delete(backend, tmp_path):
     assert set(created) == TOPIC_KEYS
     assert created["config"] == {"retention.ms": 86400000, "retention.bytes": 1000000,
                                  "max.message.bytes": 1048588,
-                                 "compression.type": TOPIC_CONFIGS["compression.type"].default}
-    assert created["schema"] == {"fields": [
-        {"name": "order_id", "type": "string", "nullable": False},
-        {"name": "amount", "type": "double", "nullable": True},
-        {"name": "ts", "type": "timestamp[ms, tz=UTC]", "nullable": True},
+                                 "compression.type": TOPIC_CONFIGS["compression.type"].default,
+                                 "schema.compatibility": "BACKWARD"}
+    assert created["schema"] == {"fields": [  # field ids from 5 (docs/semantics.md, "Schema evolution")
+        {"name": "order_id", "type": "string", "nullable": False, "id": 5},
+        {"name": "amount", "type": "double", "nullable": True, "id": 6},
+        {"name": "ts", "type": "timestamp[ms, tz=UTC]", "nullable": True, "id": 7},
     ]}
+    assert created["schema_version"] == 1
+    assert [v["version"] for v in created["schema_versions"]] == [1]
+    assert created["schema_versions"][0]["fields"] == created["schema"]["fields"]
     assert [p["partition"] for p in created["partitions"]] == [0, 1, 2]
     assert all(set(p) == PARTITION_KEYS for p in created["partitions"])
 

@@ -42,6 +42,8 @@ class PlannedSegment:
     marker: str | None
     #: gc deleted this aborted segment's object; its offsets stay occupied
     purged: bool = False
+    #: the topic schema version it was encoded in (readers project it to theirs)
+    schema_version: int = 1
 
     @property
     def end_offset(self) -> int:
@@ -77,7 +79,7 @@ def plan_segments(tx: Tx, topic_id: int, partition: int, start: int, end: int,
     rows = tx.all("fetch_plan", topic_id=topic_id, partition_no=partition, start_offset=start,
                   end_offset=end, max_segments=max_segments)
     return [PlannedSegment(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.txn_id,
-                           r.marker, r.purged_ms is not None)
+                           r.marker, r.purged_ms is not None, r.schema_version)
             for r in rows if r.base_offset + r.record_count > start]
 
 

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import InputPartition
 
 from ..database import Tx
 from ..errors import IllegalStateError
+from ..log.batches import schema_to_text
 from ..log.partition import READ_COMMITTED, PlannedSegment, plan_segments
 from .offsets import OffsetRange, OffsetRanges
 
@@ -42,6 +43,8 @@ class SegmentRef:
     size_bytes: int
     start: int
     end: int
+    #: the topic schema version the segment was encoded in
+    schema_version: int = 1
 
     @property
     def records(self) -> int:
@@ -52,7 +55,8 @@ class SegmentRef:
         return max(self.size_bytes * self.records // max(self.record_count, 1), 1)
 
     def planned(self) -> PlannedSegment:
-        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None)
+        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None,
+                              schema_version=self.schema_version)
 
 
 @dataclass
@@ -64,6 +68,10 @@ class TopicSplit(InputPartition):
     start: int
     end: int
     segments: list[SegmentRef] = field(default_factory=list)
+    #: the schemas (as text, with field ids) of the versions its segments were written in,
+    #: and the version they are read in (the latest at load()), by number
+    schemas: dict[int, str] = field(default_factory=dict)
+    read_version: int = 1
 
     @property
     def records(self) -> int:
@@ -91,14 +99,17 @@ def _visible(tx: Tx, topic_id: int, r: OffsetRange, isolation_level: str) -> Ite
                     f"{r.topic}-{r.partition}: segment at {seg.base_offset} belongs to an open transaction "
                     f"below the planned end {r.end}; the read's end is past the last stable offset"
                 )
-            yield SegmentRef(seg.object_key, seg.base_offset, seg.record_count, seg.size_bytes, lo, hi)
+            yield SegmentRef(seg.object_key, seg.base_offset, seg.record_count, seg.size_bytes, lo, hi,
+                             seg.schema_version)
         position = max(position, page[-1].end_offset)
 
 
 def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_records: int | None = None,
-                min_partitions: int | None = None) -> list[TopicSplit]:
+                min_partitions: int | None = None, read_versions: dict[str, int] | None = None,
+                ) -> list[TopicSplit]:
     """The splits of a read of ``ranges`` (one database snapshot). Empty ranges, and
-    ranges holding no visible record, give no split."""
+    ranges holding no visible record, give no split. ``read_versions``: the schema
+    version each topic is read in (default: its latest)."""
     ids = {name: broker._topics.get(name).topic_id for name in ranges.topics}
 
     def work(tx: Tx) -> list[TopicSplit]:
@@ -127,6 +138,16 @@ def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_rec
     splits = broker._db.read(work)
     if min_partitions:
         splits = _at_least(splits, min_partitions)
+    for split in splits:  # each task reads its segments' versions under the read's one
+        meta = broker._topics.get(split.topic)
+        if read_versions is not None and split.topic in read_versions:
+            split.read_version = read_versions[split.topic]
+        else:
+            split.read_version = meta.schema_version
+        wanted = {s.schema_version for s in split.segments} | {split.read_version}
+        if not wanted <= set(meta.versions):
+            meta = broker._topics.get(split.topic, refresh=True)
+        split.schemas = {v: schema_to_text(meta.schema_at(v)) for v in sorted(wanted)}
     return splits
 
 
@@ -136,7 +157,7 @@ def _cut(ref: SegmentRef, max_records: int | None) -> Iterator[SegmentRef]:
         return
     for lo in range(ref.start, ref.end, max_records):
         yield SegmentRef(ref.object_key, ref.base_offset, ref.record_count, ref.size_bytes, lo,
-                         min(lo + max_records, ref.end))
+                         min(lo + max_records, ref.end), ref.schema_version)
 
 
 def _at_least(splits: list[TopicSplit], count: int) -> list[TopicSplit]:
@@ -163,9 +184,9 @@ def _at_least(splits: list[TopicSplit], count: int) -> list[TopicSplit]:
             else:
                 mid = seg.start + room
                 left.segments.append(SegmentRef(seg.object_key, seg.base_offset, seg.record_count,
-                                                seg.size_bytes, seg.start, mid))
+                                                seg.size_bytes, seg.start, mid, seg.schema_version))
                 right.segments.append(SegmentRef(seg.object_key, seg.base_offset, seg.record_count,
-                                                 seg.size_bytes, mid, seg.end))
+                                                 seg.size_bytes, mid, seg.end, seg.schema_version))
                 taken = half
         left.end = right.start = right.segments[0].start
         right.end = big.end
