@@ -18,6 +18,7 @@ from .consumer import DEFAULT_METADATA_MAX_AGE_MS, Consumer, commit_offsets, com
 from .coordinator import Coordinator, SweepAction
 from .database import Database, Tx
 from .errors import (
+    IncompatibleSchemaError,
     InvalidConfigError,
     InvalidInputError,
     SchemaMismatchError,
@@ -31,6 +32,7 @@ from .fsck import FsckReport, check
 from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
 from .log.appends import segment_registered
 from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
+from .log.projection import declared_default
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
     GroupDescription,
@@ -158,13 +160,21 @@ class Broker:
         return self.describe_topic(name)
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]] | Iterable[TopicSpec],
-                      config: dict[str, Any] | None = None) -> dict[str, str]:
+                      config: dict[str, Any] | None = None, *, evolve: bool = False,
+                      by: str | None = None) -> dict[str, str]:
         """Create each topic that does not exist yet, given as :class:`TopicSpec` values or
         as ``{name: (partitions, schema)}`` (``config`` for the new ones, where a spec has
         none). An existing topic must have the same partition count (InvalidConfigError)
         and, when a schema is given, the same schema (SchemaMismatchError). Safe to run
         concurrently and repeatedly: the set-up step of every pipeline. Returns
-        ``{name: "created" | "exists"}``."""
+        ``{name: "created" | "exists" | "evolved"}``.
+
+        ``evolve``: an existing topic whose declared schema or partition count differs is
+        altered to it instead (:meth:`alter_topic`, recorded as ``by``): a new schema
+        version when the change keeps the topic's rules, more partitions when more are
+        declared. A change the rules refuse raises IncompatibleSchemaError naming the
+        topic, the field and the rule; fewer partitions, InvalidPartitionsError. So a
+        pipeline's code carries its topics' changes, checked when it is deployed."""
         specs = ([TopicSpec(name, partitions, schema) for name, (partitions, schema) in topics.items()]
                  if isinstance(topics, Mapping) else [spec for spec in topics])
         for spec in specs:
@@ -183,6 +193,9 @@ class Broker:
                 except TopicAlreadyExistsError:
                     pass  # created concurrently: check it like any existing one
             described = self.describe_topic(name)
+            if evolve:
+                done[name] = self._evolve(described, spec, by)
+                continue
             if len(described.partitions) != partitions:
                 raise InvalidConfigError(
                     f"topic {name!r} exists with {len(described.partitions)} partitions, expected {partitions}")
@@ -191,6 +204,22 @@ class Broker:
                     f"topic {name!r} exists with schema {described.schema}, expected {schema}")
             done[name] = "exists"
         return done
+
+    def _evolve(self, described: TopicDescription, spec: TopicSpec, by: str | None) -> str:
+        """An existing topic altered to its declaration; "evolved" or "exists"."""
+        schema = None
+        if spec.schema is not None and not _same_columns(described.schema, spec.schema):
+            schema = spec.schema
+        partitions = spec.partitions if spec.partitions != len(described.partitions) else None
+        if schema is None and partitions is None:
+            return "exists"
+        try:
+            self.alter_topic(spec.name, schema=schema, partitions=partitions, by=by)
+        except IncompatibleSchemaError as error:
+            raise IncompatibleSchemaError(
+                f"topic {spec.name!r} cannot evolve to its declared schema: {error}", field=error.field,
+                rule=error.rule) from None
+        return "evolved"
 
     def alter_topic(self, name: str, *, schema: pa.Schema | None = None, partitions: int | None = None,
                     config: Mapping[str, Any] | None = None, by: str | None = None) -> TopicDescription:
@@ -423,3 +452,11 @@ class Broker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _same_columns(current: pa.Schema, declared: pa.Schema) -> bool:
+    """Whether a declared schema is the topic's latest as it stands: the same columns, types,
+    nullability and declared defaults (field ids are the broker's, not the declaration's)."""
+    if not current.equals(declared.remove_metadata()):
+        return False
+    return all(declared_default(a) == declared_default(b) for a, b in zip(current, declared, strict=True))

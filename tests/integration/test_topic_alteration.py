@@ -10,7 +10,7 @@ import threading
 import pyarrow as pa
 import pytest
 
-from txn_broker import TopicPartition, field_id, key_partitions, with_default, with_field_id
+from txn_broker import TopicPartition, TopicSpec, field_id, key_partitions, with_default, with_field_id
 from txn_broker.errors import (
     IncompatibleSchemaError,
     InvalidConfigError,
@@ -268,3 +268,26 @@ def test_an_exactly_once_copier_runs_across_a_partition_increase(backend):
     assert {r["_partition"] for t in _read(broker, "in") for r in t.to_pylist()} == {0, 1, 2, 3}
     assert broker.committed_offsets("copy", [TopicPartition("in", p) for p in range(4)]) == broker.end_offsets(
         [TopicPartition("in", p) for p in range(4)])
+
+
+def test_declared_topics_evolve_on_deploy(backend):
+    """ensure_topics(evolve=True): a pipeline's declared topics are created, or altered to
+    the declaration when the change keeps their rules; refused with a clear error when not."""
+    broker = backend.connect()
+    v1 = TopicSpec("declared", 2, pa.schema([("id", pa.int32()), ("name", pa.string())]))
+    assert broker.ensure_topics([v1], evolve=True) == {"declared": "created"}
+    assert broker.ensure_topics([v1], evolve=True) == {"declared": "exists"}
+    v2 = TopicSpec("declared", 3, pa.schema([("id", pa.int64()), ("name", pa.string()), ("note", pa.string())]))
+    with pytest.raises(InvalidConfigError):  # without evolve, a difference is an error as before
+        broker.ensure_topics([v2])
+    assert broker.ensure_topics([v2], evolve=True, by="deploy-7") == {"declared": "evolved"}
+    desc = broker.describe_topic("declared")
+    assert (desc.schema_version, len(desc.partitions), desc.schema.names) == (2, 3, ["id", "name", "note"])
+    assert broker.topic_alterations("declared")[0]["altered_by"] == "deploy-7"
+    bad = TopicSpec("declared", 3, pa.schema([("id", pa.int16()), ("name", pa.string()), ("note", pa.string())]))
+    with pytest.raises(IncompatibleSchemaError) as error:
+        broker.ensure_topics([bad], evolve=True)
+    assert "topic 'declared' cannot evolve" in str(error.value) and error.value.field == "id"
+    with pytest.raises(InvalidPartitionsError):
+        broker.ensure_topics([TopicSpec("declared", 1, v2.schema)], evolve=True)
+    assert broker.describe_topic("declared").schema_version == 2
