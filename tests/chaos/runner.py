@@ -23,7 +23,8 @@ Nemeses (``ChaosConfig.nemeses``):
 * sweeps always run concurrently with live producers (the ``sweeper`` client).
 
 After the run: faults healed, clients stopped, expired transactions swept, the copiers
-drained (so nothing consumed may be lost), then every partition read from 0 to its high
+drained (so nothing consumed may be lost), with the ``compact`` nemesis every partition
+compacted, then every partition read from 0 to its high
 watermark at read_uncommitted and to its last stable offset at read_committed.
 """
 
@@ -386,6 +387,12 @@ class ChaosRun:
                 if p.wait(timeout=300) != 0:
                     raise RuntimeError(f"a draining copier failed; see {self.out}/client-copier*.log")
             self.sweep(broker, wait=False)
+            if "compact" in self.config.nemeses:
+                # everything is decided and no client is left: merge all of it, so that the
+                # final reads are of compacted partitions, checked against every poll and ack
+                done = broker.compact(min_age_ms=0)
+                self.note("compact-final", merged=done.segments_replaced, written=done.segments_written,
+                          dropped=done.aborted_records_dropped)
         finally:
             broker.close()
 
