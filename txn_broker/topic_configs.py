@@ -118,6 +118,13 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("compression.type", "zstd", _compression,
                 "how new segments are compressed: uncompressed, lz4 or zstd",
                 legacy="uncompressed"),
+    # Iceberg (docs/iceberg.md, txn_broker/iceberg)
+    TopicConfig("iceberg.enabled", False, as_bool,
+                "publish the topic's committed records to an Iceberg table (txn-broker iceberg sync/run)",
+                takes_effect="next publish"),
+    TopicConfig("iceberg.target.file.bytes", 128 * 1024 * 1024, positive,
+                "the size the Iceberg table's Parquet data files aim at (Iceberg's write.target-file-size-bytes)",
+                takes_effect="next publish"),
 )}
 
 
