@@ -137,6 +137,10 @@ class Topics:
         schema, last_id = new_topic_schema(DEFAULT_SCHEMA if schema is None else schema)
         conf = validate_config(config, self.settings)
         actor = _actor(by)
+        if conf.get("iceberg.enabled"):
+            from .iceberg.schema import check_representable
+
+            check_representable(schema)  # IcebergSchemaError before anything is written
 
         def work(tx: Tx) -> TopicMeta:
             topic_id = int(tx.scalar("next_id", name="topic_id"))

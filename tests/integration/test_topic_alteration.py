@@ -291,3 +291,21 @@ def test_declared_topics_evolve_on_deploy(backend):
     with pytest.raises(InvalidPartitionsError):
         broker.ensure_topics([TopicSpec("declared", 1, v2.schema)], evolve=True)
     assert broker.describe_topic("declared").schema_version == 2
+
+
+def test_compaction_merges_segments_of_several_versions_into_the_latest(backend):
+    broker = backend.connect()
+    broker.create_topic("t", 1, pa.schema([("id", pa.int32()), ("name", pa.string())]),
+                        config={"min.compaction.lag.ms": 0})
+    producer = broker.producer()
+    for i in range(3):
+        producer.send("t", [{"id": i, "name": f"n{i}"}])
+        producer.flush()
+    broker.alter_topic("t", schema=pa.schema([("id", pa.int64()), ("name", pa.string()), ("note", pa.string())]))
+    for i in range(3, 6):
+        producer.send("t", [{"id": i, "name": f"n{i}", "note": "v2"}])
+        producer.flush()
+    report = broker.compact(["t"])
+    assert (report.segments_replaced, report.segments_written) == (6, 1)
+    rows = [r for t in _read(broker, "t") for r in t.to_pylist()]
+    assert [(r["id"], r["note"]) for r in rows] == [(i, None) for i in range(3)] + [(i, "v2") for i in range(3, 6)]
