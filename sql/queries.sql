@@ -536,10 +536,11 @@ WHERE (tp.marker IS NOT NULL AND (x.outcome IS NULL OR x.outcome <> tp.marker))
 ORDER BY tp.txn_id, tp.topic_id, tp.partition_no
 LIMIT :limit;
 
--- spark_committed_txns_beyond --
--- Spark data source (txn_broker/spark/offsets.py), the atomic end of a read: the committed
--- transactions with records at or after :end_offset in one partition, and every partition
--- each of them wrote with its first offset there
+-- committed_txns_beyond --
+-- A consistent cut (txn_broker/log/cut.py: the Spark source's atomic end of a read, the
+-- Iceberg publisher's snapshots): the committed transactions with records at or after
+-- :end_offset in one partition, and every partition each of them wrote with its first
+-- offset there
 SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
 FROM txn_partitions tp
 WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
@@ -638,3 +639,8 @@ INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_by
                       created_ms, row_count)
 VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
         -1, -1, -1, NULL, :max_timestamp_ms, {now_ms}, :row_count);
+-- segment_written_ms --
+-- Area: Iceberg tables (txn_broker/iceberg), to the end of this group.
+-- When a segment was registered (how long its records have waited to be published)
+SELECT created_ms FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset = :base_offset;

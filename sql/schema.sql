@@ -186,6 +186,26 @@ CREATE TABLE kafka_listeners (
     UNIQUE (host, port)
 );
 
+-- The default Iceberg catalog (pyiceberg's SQL catalog, same columns and keys as its own
+-- DDL): a table's current metadata file, and namespace properties (docs/iceberg.md)
+CREATE TABLE iceberg_tables (
+    catalog_name                VARCHAR(255) NOT NULL,
+    table_namespace             VARCHAR(255) NOT NULL,
+    table_name                  VARCHAR(255) NOT NULL,
+    metadata_location           VARCHAR(1000),
+    previous_metadata_location  VARCHAR(1000),
+    iceberg_type                VARCHAR(5),
+    PRIMARY KEY (catalog_name, table_namespace, table_name)
+);
+
+CREATE TABLE iceberg_namespace_properties (
+    catalog_name    VARCHAR(255) NOT NULL,
+    namespace       VARCHAR(255) NOT NULL,
+    property_key    VARCHAR(255) NOT NULL,
+    property_value  VARCHAR(1000) NOT NULL,
+    PRIMARY KEY (catalog_name, namespace, property_key)
+);
+
 -- Transaction ids on PostgreSQL: nextval takes no row lock, so concurrent transaction
 -- starts do not queue on a counter row.
 -- only on postgresql

@@ -27,6 +27,9 @@ producers, consumers and other gc runs are active:
    that planned its fetch just before the metadata changed can still load them.
 5. **Orphans**: objects under ``topics/`` that no metadata references (see
    :mod:`txn_broker.orphans`), once older than ``orphan_grace_ms``.
+6. **Iceberg warehouse orphans**: files under ``iceberg/`` (the default Iceberg catalog's
+   warehouse) that no table references, once older than ``orphan_grace_ms``
+   (:mod:`txn_broker.iceberg.warehouse`; only when there is such a warehouse).
 
 Order of operations: metadata first, in a database transaction, then objects. A crash
 between the two leaves an object that is queued (deleted by the next run) or unreferenced
@@ -49,6 +52,7 @@ from .compaction import compact as compact_topics
 from .config import Settings
 from .database import Database, Tx
 from .errors import InvalidConfigError
+from .iceberg.settings import WAREHOUSE_PREFIX
 from .log.partition import partitions_page
 from .log.truncation import LogTruncation, Retention, truncate_partition
 from .orphans import Orphan, db_now_ms, default_grace_ms, find_orphans
@@ -96,6 +100,11 @@ class GcReport:
     compaction_outputs: int = 0
     #: merges refused because their inputs changed meanwhile (left for the next run)
     compaction_conflicts: int = 0
+    #: files under iceberg/ no table references, older than the grace period, deleted
+    iceberg_orphans_deleted: int = 0
+    iceberg_orphan_bytes: int = 0
+    #: ... younger than the grace period (a publisher's files not committed yet), kept
+    iceberg_orphans_within_grace: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -128,6 +137,7 @@ def collect_garbage(db: Database, store: ObjectStore, settings: Settings, *, dry
     _delete_queued(db, store, report)
     say("looking for orphan objects")
     _delete_orphans(db, store, report, say)
+    _delete_warehouse_orphans(db, store, report, say)
     log.info("gc%s: %s", " (dry run)" if dry_run else "", json.dumps(report.to_dict()))
     return report
 
@@ -267,3 +277,34 @@ def _delete_orphans(db: Database, store: ObjectStore, report: GcReport, say: Pro
             batch = []
             say(f"orphans: {report.orphans_deleted} deleted so far")
     delete(batch)
+
+
+# -- 5. Iceberg warehouse orphans ---------------------------------------------------------
+
+
+def _delete_warehouse_orphans(db: Database, store: ObjectStore, report: GcReport, say: Progress) -> None:
+    if next(iter(store.list(WAREHOUSE_PREFIX)), None) is None:
+        return  # no default Iceberg catalog here: nothing to read pyiceberg for
+    say("looking for Iceberg warehouse orphans")
+    from .iceberg.catalog import open_catalog
+    from .iceberg.settings import IcebergSettings
+    from .iceberg.warehouse import find_warehouse_orphans
+
+    catalog = open_catalog(IcebergSettings(), db.url.render_as_string(hide_password=False), store)
+    try:
+        due = []
+        for orphan in find_warehouse_orphans(catalog, store, db_now_ms(db)):
+            if orphan.age_ms < report.orphan_grace_ms:
+                report.iceberg_orphans_within_grace += 1
+            else:
+                due.append(orphan)
+        if due and not report.dry_run:
+            store.delete([o.key for o in due])
+            for o in due:
+                log.info("deleted Iceberg orphan file %s (%d bytes, %d ms old)", o.key, o.size, o.age_ms)
+        report.iceberg_orphans_deleted += len(due)
+        report.iceberg_orphan_bytes += sum(o.size for o in due)
+    finally:
+        engine = getattr(catalog, "engine", None)
+        if engine is not None:
+            engine.dispose()

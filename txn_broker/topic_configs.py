@@ -132,6 +132,13 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("min.compaction.lag.ms", 60_000, non_negative,
                 "a segment is merged by compaction only once it is at least this old (ms; 0: at once)",
                 takes_effect="next gc"),
+    # Iceberg (docs/iceberg.md, txn_broker/iceberg)
+    TopicConfig("iceberg.enabled", False, as_bool,
+                "publish the topic's committed records to an Iceberg table (txn-broker iceberg sync/run)",
+                takes_effect="next publish"),
+    TopicConfig("iceberg.target.file.bytes", 128 * 1024 * 1024, positive,
+                "the size the Iceberg table's Parquet data files aim at (Iceberg's write.target-file-size-bytes)",
+                takes_effect="next publish"),
 )}
 
 

@@ -83,6 +83,9 @@ def collect_garbage(ctx: Context, args: argparse.Namespace) -> int:
         ["orphan objects deleted", report.orphans_deleted, human_bytes(report.orphan_bytes),
          f"unregistered, older than {human_duration(report.orphan_grace_ms)}"],
         ["orphan objects kept", report.orphans_within_grace, None, "younger than the grace period"],
+        ["Iceberg orphan files deleted", report.iceberg_orphans_deleted, human_bytes(report.iceberg_orphan_bytes),
+         "under iceberg/, in no table"],
+        ["Iceberg orphan files kept", report.iceberg_orphans_within_grace, None, "younger than the grace period"],
     ])
     if report.truncations:
         out.line()
