@@ -107,6 +107,11 @@ def test_compaction_keeps_every_committed_record_and_drops_aborted_ones(backend)
 
     # compacting again changes nothing: one segment per partition, nothing to merge
     assert broker.compact().segments_written == 0
+    # the last transaction keeps its entries (offsets, counts, markers), its segments gone
+    described_txn = broker.describe_transaction("w")
+    assert [(p.partition, p.first_offset, p.marker) for p in described_txn.partitions] == [
+        (0, 33, "ABORT"), (1, 33, "ABORT")]  # transaction 11 was aborted
+    assert described_txn.segments == []
 
 
 def test_new_segments_merge_with_a_compacted_one_and_gaps_stay_gaps(backend):
