@@ -52,7 +52,7 @@ from .errors import UnknownTopicOrPartitionError
 from .log.keys import segment_key
 from .log.partition import partition_offsets, partitions_page
 from .log.scan import scan_partition
-from .log.segment_format import encode_segment
+from .log.segment_format import OFFSET_COLUMN, encode_segment
 from .retry import retrying
 from .rewrite import RewriteFile, RewriteGroup, plan_rewrite, run_rewrite
 from .storage import ObjectStore
@@ -176,7 +176,8 @@ class SegmentTarget:
 
     def write(self, group: RewriteGroup, tables: list[pa.Table]) -> MergedSegment:
         table = pa.concat_tables(tables).combine_chunks()
-        payload = encode_segment(table, self.topic.compression)
+        # compressed as the producer's segments of the same records were: decided without `_offset`
+        payload = encode_segment(table, self.topic.compression, sample_without=(OFFSET_COLUMN,))
         key = segment_key(self.topic.topic_id, self.partition,
                           f"compacted-{group.start:020d}-{group.end:020d}-{uuid.uuid4().hex}")
         retrying(partial(self.store.put, key, payload), self.retry_budget_ms)
