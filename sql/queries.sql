@@ -584,13 +584,22 @@ LIMIT :limit;
 -- A consistent cut (txn_broker/log/cut.py: the Spark source's atomic end of a read, the
 -- Iceberg publisher's snapshots): the committed transactions with records at or after
 -- :end_offset in one partition, and every partition each of them wrote with its first
--- offset there
+-- offset there. A compacted segment (row_count set) belongs to no transaction: when one
+-- ends past :end_offset (rare: an end lowered below where compaction reached), the
+-- transactions whose records it holds are found by their partition entries instead (a scan
+-- of txn_partitions, run only then)
 SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
 FROM txn_partitions tp
 WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
-  AND tp.txn_id IN (SELECT s.txn_id FROM segments s
-                    WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
-                      AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);
+  AND (tp.txn_id IN (SELECT s.txn_id FROM segments s
+                     WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+                       AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL)
+       OR (EXISTS (SELECT 1 FROM segments c
+                   WHERE c.topic_id = :topic_id AND c.partition_no = :partition_no
+                     AND c.row_count IS NOT NULL AND c.base_offset + c.record_count > :end_offset)
+           AND tp.txn_id IN (SELECT x.txn_id FROM txn_partitions x
+                             WHERE x.topic_id = :topic_id AND x.partition_no = :partition_no
+                               AND x.marker = 'COMMIT' AND x.last_offset >= :end_offset)));
 
 -- next_txn_id --
 -- A new transaction id: nextval of the sequence txn_ids on PostgreSQL (takes no row lock,
