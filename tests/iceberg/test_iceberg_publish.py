@@ -157,3 +157,40 @@ def test_import_txn_broker_does_not_import_pyiceberg(backend):
     env = {**os.environ, **backend.env}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_retention_expires_whole_files_below_the_log_start(backend):
+    """gc truncates the topic (retention.bytes); the next publish removes the data files
+    whose records all lie below their partition's log start, in one snapshot that keeps
+    the offsets; what the topic still has stays in the table."""
+    broker = backend.connect()
+    create(broker, **{"retention.bytes": "1"})
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for round_ in range(3):  # three publishes: three files per partition
+        for amount in (1, 2):
+            transfer(bank, amount + 10 * round_)
+        broker.publish_iceberg()
+    table = broker.iceberg_table(TOPIC)
+    before = table.current_snapshot()
+    assert len(list(table.scan().plan_files())) == 6
+    truncated = broker.gc(delete_delay_ms=0)
+    assert truncated.retention_segments > 0
+    starts = {tp.partition: o for tp, o in broker.beginning_offsets([(TOPIC, 0), (TOPIC, 1)]).items()}
+    assert all(start > 0 for start in starts.values())
+    result = broker.publish_iceberg()[0]
+    assert result.expired_files > 0 and result.rows == 0
+    table = table.refresh()
+    expiry = table.current_snapshot()
+    assert expiry.parent_snapshot_id == before.snapshot_id
+    assert expiry.summary.additional_properties["txn-broker.offsets"] == \
+        before.summary.additional_properties["txn-broker.offsets"]
+    rows = table_rows(table)
+    kept = set(rows)
+    assert set(committed_rows(broker)) <= kept  # everything the topic still has
+    for task in table.scan().plan_files():  # and no file wholly below its partition's log start
+        partition = task.file.partition[0]
+        offsets = [r[1] for r in rows if r[0] == partition]
+        assert max(offsets) >= starts[partition]
+    assert broker.publish_iceberg()[0].expired_files == 0  # nothing more to expire
+    broker.close()
