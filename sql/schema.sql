@@ -63,6 +63,8 @@ CREATE TABLE segments (
     max_timestamp_ms  BIGINT NOT NULL,
     created_ms        BIGINT NOT NULL,
     purged_ms         BIGINT,            -- set: aborted and purged by gc (offsets stay occupied)
+    row_count         BIGINT,            -- set: compacted (records held; record_count is the
+                                         -- offset span, its gaps aborted records; `_offset` stored)
     PRIMARY KEY (topic_id, partition_no, base_offset),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE

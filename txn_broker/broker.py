@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .compaction import CompactionReport, compact
 from .config import Settings, resolve_database_url, resolve_storage_url
 from .consumer import Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
@@ -449,7 +451,7 @@ class Broker:
     # -- maintenance ---------------------------------------------------------------------
 
     def gc(self, *, dry_run: bool = False, orphan_grace_ms: int | None = None,
-           delete_delay_ms: int | None = None, progress: Progress | None = None) -> GcReport:
+           delete_delay_ms: int | None = None, progress: Progress | None = None, compact: bool = True) -> GcReport:
         """Garbage collection (docs/cli.md, ``txn-broker gc``): purge the segments of aborted
         transactions, apply retention, delete queued objects older than ``delete_delay_ms``
         (default 60 s) and unregistered objects older than ``orphan_grace_ms`` (default
@@ -457,7 +459,23 @@ class Broker:
         ``progress`` receives a line per step. Returns a GcReport."""
         return collect_garbage(self._db, self._store, self.settings, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
                                delete_delay_ms=DEFAULT_DELETE_DELAY_MS if delete_delay_ms is None
-                               else delete_delay_ms, progress=progress)
+                               else delete_delay_ms, progress=progress, compact=compact)
+
+    def compact(self, topics: Iterable[str] | None = None, *, dry_run: bool = False,
+                min_age_ms: int | None = None, progress: Progress | None = None) -> CompactionReport:
+        """Merge the small committed segments of ``topics`` (None: every topic) into
+        segments of about their ``segment.bytes``, dropping aborted records (docs/cli.md,
+        ``txn-broker compact``; docs/semantics.md, "Compaction"). ``min_age_ms``: merge
+        segments at least this old (default: each topic's ``min.compaction.lag.ms``).
+        ``dry_run``: report what would be merged, change nothing. Returns a
+        CompactionReport; UnknownTopicOrPartitionError for an unknown topic."""
+        if min_age_ms is not None and (not isinstance(min_age_ms, int) or isinstance(min_age_ms, bool)
+                                       or min_age_ms < 0):
+            raise InvalidInputError(f"min_age_ms must be a non-negative number of milliseconds, got {min_age_ms!r}")
+        names = None if topics is None else [topics] if isinstance(topics, str) else list(topics)
+        return compact(self._db, self._store, self.settings, partial(self._topics.get, refresh=True), names,
+                       dry_run=dry_run,
+                       min_age_ms=min_age_ms, progress=progress)
 
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Check the metadata against the object store (``txn-broker fsck``); ``progress``
