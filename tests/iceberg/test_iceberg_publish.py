@@ -194,3 +194,30 @@ def test_retention_expires_whole_files_below_the_log_start(backend):
         assert max(offsets) >= starts[partition]
     assert broker.publish_iceberg()[0].expired_files == 0  # nothing more to expire
     broker.close()
+
+
+def test_small_files_are_rewritten_by_replace_snapshots(backend):
+    """Publishing after every transfer leaves a small file per partition per publish; once
+    a partition has enough of them, a replace snapshot swaps them for one file holding the
+    same rows, and every snapshot still balances."""
+    from txn_broker.iceberg.small_files import MIN_INPUTS
+
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for amount in range(1, MIN_INPUTS + 1):
+        transfer(bank, amount)
+        if amount == 3:
+            transfer(bank, 99, abort=True)  # a gap in the offsets between two files
+        result = broker.publish_iceberg()[0]
+    assert result.rewritten_groups == 2  # one group per partition, on the last publish
+    table = broker.iceberg_table(TOPIC)
+    assert len(list(table.scan().plan_files())) == 2  # one file per partition
+    rewrites = [s.summary.additional_properties.get("txn-broker.rewrite") for s in table.snapshots()]
+    assert rewrites.count("replace") == 2 and rewrites[-1] == "replace"
+    replaced = table.current_snapshot().summary.additional_properties["txn-broker.offsets"]
+    assert replaced == table.snapshots()[-3].summary.additional_properties["txn-broker.offsets"]
+    assert table_rows(table) == committed_rows(broker)
+    check_history(table)
+    broker.close()

@@ -85,12 +85,14 @@ class TopicPublish:
     elapsed_ms: int = 0
     #: data files removed from the table because retention truncated the topic below them
     expired_files: int = 0
+    #: groups of small data files rewritten into one file each (replace snapshots)
+    rewritten_groups: int = 0
     partitions: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
                 "files": self.files, "bytes": self.bytes, "attempts": self.attempts, "elapsed_ms": self.elapsed_ms,
-                "expired_files": self.expired_files,
+                "expired_files": self.expired_files, "rewritten_groups": self.rewritten_groups,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())}}
 
 
@@ -204,6 +206,7 @@ class Publisher:
             if all(published.get(p) == end for p, end in after.items()):
                 result.offsets = {p: published[p] for p in after}  # nothing new committed since
                 result.expired_files = self.expire(table, meta)
+                result.rewritten_groups = self.rewrite(table, meta, schema)
                 result.elapsed_ms = int((time.monotonic() - began) * 1000)
                 return result
             written: list[WrittenFile] = []
@@ -225,6 +228,7 @@ class Publisher:
                 raise catalog_error(error, f"commit to the table {name}") from None
             fault_point("iceberg.after_commit")
             result.expired_files = self.expire(catalog_call(table.refresh, f"reload the table {name}"), meta)
+            result.rewritten_groups = self.rewrite(table, meta, schema)
             result.rows = sum(f.rows for f in written)
             result.files = len(written)
             result.bytes = sum(f.size_bytes for f in written)
@@ -273,6 +277,19 @@ class Publisher:
             return 0
         log.info("%s: %d data files below the log start removed", table.name(), len(expired))
         return len(expired)
+
+    def rewrite(self, table: Table, meta: TopicMeta, schema: pa.Schema) -> int:
+        """Rewrite groups of small data files into files of about the target size
+        (:mod:`.small_files`); returns how many groups were swapped in."""
+        from .small_files import rewrite_small_files
+
+        table = catalog_call(table.refresh, f"reload {table.name()}")
+        if table.current_snapshot() is None:
+            return 0
+        properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
+                      "txn-broker.topic-id": str(meta.topic_id)}
+        return catalog_call(lambda: rewrite_small_files(table, schema, int(meta.config["iceberg.target.file.bytes"]),
+                                                        properties), f"rewrite small files of {table.name()}")
 
     def _no_automatic_retry(self, table: Table) -> None:
         """pyiceberg retries a failed append on top of the winner's snapshot, which would
