@@ -193,6 +193,24 @@ def test_retention_expires_whole_files_below_the_log_start(backend):
         offsets = [r[1] for r in rows if r[0] == partition]
         assert max(offsets) >= starts[partition]
     assert broker.publish_iceberg()[0].expired_files == 0  # nothing more to expire
+    assert broker.fsck().ok
+    broker.close()
+
+
+def test_fsck_checks_the_table_against_the_topic(backend):
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    transfer(bank, 1)
+    broker.publish_iceberg()
+    assert broker.fsck().ok
+    [data_file] = [o.key for o in broker._store.list("iceberg/") if o.key.endswith(".parquet")][:1]
+    broker._store.delete([data_file])
+    report = broker.fsck()
+    assert not report.ok
+    assert [f.kind for f in report.problems] == ["iceberg_missing_file"]
+    assert data_file in report.problems[0].message
     broker.close()
 
 
