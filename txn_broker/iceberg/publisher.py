@@ -194,6 +194,7 @@ class Publisher:
         self._no_automatic_retry(table)
         schema = table_schema(meta.schema)
         name = f"{self.settings.namespace}.{meta.name}"
+        self._check_schema(table, schema, name)
         from pyiceberg.exceptions import CommitFailedException
 
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -290,6 +291,19 @@ class Publisher:
                       "txn-broker.topic-id": str(meta.topic_id)}
         return catalog_call(lambda: rewrite_small_files(table, schema, int(meta.config["iceberg.target.file.bytes"]),
                                                         properties), f"rewrite small files of {table.name()}")
+
+    @staticmethod
+    def _check_schema(table: Table, schema: pa.Schema, name: str) -> None:
+        """The table must have the topic's columns, ids and types: a topic whose schema
+        changed since its table was made is refused (evolving the table with the topic's
+        schema versions is not built yet), rather than written in files the table cannot
+        describe."""
+        from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+        if pyarrow_to_schema(schema).as_struct() != table.schema().as_struct():
+            raise InvalidConfigError(
+                f"{name}: the topic's schema no longer matches its Iceberg table's ({table.schema()}); "
+                "evolving the table with the topic's schema is not supported yet")
 
     def _no_automatic_retry(self, table: Table) -> None:
         """pyiceberg retries a failed append on top of the winner's snapshot, which would
