@@ -537,7 +537,23 @@ class Broker:
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Check the metadata against the object store (``txn-broker fsck``); ``progress``
         receives a line per step. Returns an FsckReport (``ok``, problems, warnings)."""
-        return check(self._db, self._store, self.settings, progress=progress)
+        return check(self._db, self._store, self.settings, progress=progress, iceberg=self._iceberg_check())
+
+    def _iceberg_check(self) -> Callable[[], Iterable[tuple[str, int | None, str]]] | None:
+        """fsck's check of the Iceberg tables, when a topic has ``iceberg.enabled``."""
+        metas = [self._topics.get(n, refresh=True) for n in self._topics.names()]
+        enabled = [m for m in metas if m.config.get("iceberg.enabled")]
+        if not enabled:
+            return None
+
+        def problems() -> Iterable[tuple[str, int | None, str]]:
+            from .iceberg.check import check_table
+
+            publisher = self._iceberg_publisher()
+            for meta in enabled:
+                yield from check_table(self._db, publisher, meta)
+
+        return problems
 
     def close(self) -> None:
         if self._publisher is not None:
