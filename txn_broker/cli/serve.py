@@ -78,8 +78,7 @@ def _loopback(host: str) -> bool:
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> int:
-    from ..kafka import SaslUsers, serve, tls_context
-    from ..kafka.limits import ListenerLimits
+    from ..kafka import ListenerLimits, SaslUsers, serve, tls_context
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UsageError("--tls-cert and --tls-key go together")
