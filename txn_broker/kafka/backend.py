@@ -50,6 +50,7 @@ from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, pl
 from ..log.reader import SegmentCache, prefetch_pool, read_rows
 from ..log.segment_format import TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
+from ..log.time_range import check_time_range
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import TopicPartition
 from ..names import validate_partition
@@ -301,7 +302,9 @@ class KafkaBackend:
                 rows.append(row)
             table = to_table(rows, meta.schema, meta.name)
         ts = pa.array(stamps, pa.int64()).cast(pa.timestamp("ms")).cast(TIMESTAMP_TYPE)
-        return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        table = table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        check_time_range(table.select(["_timestamp"]), meta.name)  # a client's CreateTime too
+        return table
 
     # -- fetch -----------------------------------------------------------------------------
 
