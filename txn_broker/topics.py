@@ -80,11 +80,11 @@ class Topics:
 
     def get(self, name: str, *, refresh: bool = False) -> TopicMeta:
         """The topic's metadata; UnknownTopicOrPartitionError if there is none."""
+        validate_topic_name(name)  # before the cache: a list is no name, and no key either
         if not refresh:
             cached = self._cache.get(name)
             if cached is not None:
                 return cached
-        validate_topic_name(name)
         row = self.db.run(lambda tx: tx.one("get_topic", name=name), write=False)
         if row is None:
             with self._lock:
