@@ -37,7 +37,7 @@ from .log.projection import project
 from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool, row_index, row_offsets
 from .log.segment_format import read_schema
 from .models import TopicPartition
-from .names import validate_id, validate_partition
+from .names import validate_id, validate_partition, validate_topic_name
 from .storage import ObjectStore
 from .topics import TopicMeta, Topics
 
@@ -191,6 +191,7 @@ class Consumer:
         return list(self._assignment)
 
     def _topic(self, name: str) -> TopicMeta:
+        validate_topic_name(name)  # a typed error for a name that is not even a string
         meta = self._meta.get(name)
         if meta is None:
             meta = self._meta[name] = self._topics.get(name)

@@ -222,3 +222,15 @@ class IcebergCommitConflictError(TxnBrokerError):
     removes them) and it publishes again from the table's new offsets. Retry."""
 
     retriable = True
+# -- hostile and careless input (issue 31) ---------------------------------------------------
+
+
+class TimestampOutOfRangeError(SchemaMismatchError):
+    """A timestamp or date outside years 1..9999 (the range every reader can show); nothing
+    was written."""
+
+
+class CredentialsInUrlError(InvalidConfigError):
+    """A storage URL carries credentials (``s3://KEY:SECRET@bucket``): give them as storage
+    options or in the environment boto3 reads instead. Refused before any request is made;
+    retrying cannot help."""

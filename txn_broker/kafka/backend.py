@@ -51,6 +51,7 @@ from ..log.projection import project
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
+from ..log.time_range import check_time_range
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import TopicPartition
 from ..names import validate_partition
@@ -320,7 +321,9 @@ class KafkaBackend:
             # writers send in (converted); missing nullable columns are null
             table = conform_send(rows, meta.versions, meta.schema_version, meta.compatibility, meta.name)
         ts = pa.array(stamps, pa.int64()).cast(pa.timestamp("ms")).cast(TIMESTAMP_TYPE)
-        return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        table = table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        check_time_range(table.select(["_timestamp"]), meta.name)  # a client's CreateTime too
+        return table
 
     # -- fetch -----------------------------------------------------------------------------
 
