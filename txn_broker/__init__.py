@@ -38,6 +38,7 @@ from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     PartitionInfo,
     SchemaUpgrade,
     StateChange,
@@ -77,6 +78,7 @@ __all__ = [
     "BINARY_ENCODINGS", "RECORD_FORMATS", "RecordSource", "guess_format", "open_records", "read_records",
     # what the broker returns
     "AppendResult", "FsckReport", "GcReport", "GroupDescription", "GroupPartition", "HangingTransaction",
+    "OffsetAndMetadata",
     "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription", "TopicPartition",
     "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
     # transaction states

@@ -36,6 +36,7 @@ from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     SchemaUpgrade,
     StateChange,
     TopicDescription,
@@ -262,10 +263,20 @@ class Broker:
 
     def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                           ) -> dict[TopicPartition, int | None]:
+        """A group's committed offsets (the next offset to read); None where it has none."""
+        return {tp: None if c is None else c.offset
+                for tp, c in self.committed_metadata(group_id, partitions).items()}
+
+    def committed_metadata(self, group_id: str, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """A group's committed offsets with the metadata string and leader epoch they were
+        committed with (by ``commit_offsets``, a transaction or a Kafka client); None where
+        it has none."""
         return committed_offsets(self._db, self._topics, group_id, partitions)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW):
+        ints, or OffsetAndMetadata values to keep a metadata string and leader epoch."""
         commit_offsets(self._db, self._topics, group_id, offsets)
 
     def list_groups(self) -> list[str]:

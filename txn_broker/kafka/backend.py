@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..broker import Broker
+from ..consumer import commit_offsets
 from ..errors import (
     InvalidConfigError,
     InvalidTxnStateError,
@@ -51,7 +52,7 @@ from ..log.reader import SegmentCache, prefetch_pool, read_rows
 from ..log.segment_format import TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
-from ..models import TopicPartition
+from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
@@ -411,7 +412,8 @@ class KafkaBackend:
 
     def list_offset(self, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
         """ListOffsets: -2 earliest, -1 latest (the last stable offset at read_committed),
-        else the first offset whose timestamp is at or after ``timestamp``."""
+        else the first offset whose timestamp is at or after ``timestamp`` (-1 and -1: none
+        is)."""
         meta = self._meta(topic, partition)
         isolation = _isolation(isolation_level)
         offsets, segments = plan_fetch(self.broker._db, meta.topic_id, partition, 0, isolation, max_segments=10_000)
@@ -430,7 +432,7 @@ class KafkaBackend:
             for i, ts in enumerate(stamps):
                 if ts >= timestamp:
                     return max(seg.base_offset, offsets.log_start_offset) + i, ts
-        return end, -1
+        return -1, -1  # no record at or after it: Kafka answers offset -1
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -460,15 +462,33 @@ class KafkaBackend:
         validate_id("group id", group_id)
         self.broker._coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
 
-    def check_offset(self, topic: str, partition: int, offset: int) -> None:
-        self.broker.check_offset(self._meta(topic, partition), partition, offset)
-
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
-                          offsets: dict[tuple[str, int], int]) -> None:
-        rows = [(self._meta(t, p).topic_id, p, o) for (t, p), o in offsets.items()]
+                          offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], TxnBrokerError]:
+        """TxnOffsetCommit: stage the offsets in the transaction. Each partition is checked
+        on its own (unknown, bad metadata: that partition fails, the others are staged); any
+        offset >= 0 is taken, as Kafka takes it. The partitions that failed, with why."""
+        failed, rows = self._offset_rows(offsets)
         if rows:
-            self.broker._coordinator.add_offsets(ProducerIdentity(transactional_id, producer_id, epoch),
-                                                group_id, rows)
+            self.broker._coordinator.add_offsets(
+                ProducerIdentity(transactional_id, producer_id, epoch), group_id,
+                [(self._meta(tp.topic, tp.partition).topic_id, tp.partition, c) for tp, c in rows.items()])
+        return failed
+
+    def _offset_rows(self, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                     ) -> tuple[dict[tuple[str, int], TxnBrokerError], dict[TopicPartition, OffsetAndMetadata]]:
+        failed: dict[tuple[str, int], TxnBrokerError] = {}
+        rows: dict[TopicPartition, OffsetAndMetadata] = {}
+        for (topic, partition), value in offsets.items():
+            try:
+                self._meta(topic, partition)
+                committed = OffsetAndMetadata.checked(value)
+                if committed.offset < 0:
+                    raise OffsetOutOfRangeError(f"offset {committed.offset} of {topic}-{partition} is negative")
+            except TxnBrokerError as error:
+                failed[(topic, partition)] = error
+                continue
+            rows[TopicPartition(topic, partition)] = committed
+        return failed, rows
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
         self.broker._coordinator.end_transaction(ProducerIdentity(transactional_id, producer_id, epoch),
@@ -483,13 +503,21 @@ class KafkaBackend:
 
     # -- group offsets ---------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
-        self.broker.commit_offsets(group_id, {TopicPartition(t, p): o for (t, p), o in offsets.items()})
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                       ) -> dict[tuple[str, int], TxnBrokerError]:
+        """OffsetCommit: each partition checked on its own (the partitions that failed, with
+        why; the others are committed); any offset >= 0 is kept, past the log end too, as
+        Kafka keeps it: the consumer's auto.offset.reset decides what it reads."""
+        failed, rows = self._offset_rows(offsets)
+        if rows:
+            commit_offsets(self.broker._db, self.broker._topics, group_id, rows, within_log=False)
+        return failed
 
-    def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Committed offsets, -1 where the group has none."""
-        got = self.broker.committed_offsets(group_id, [TopicPartition(t, p) for t, p in partitions])
-        return {(tp.topic, tp.partition): (-1 if o is None else o) for tp, o in got.items()}
+    def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]
+                  ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        """Committed offsets with their metadata, None where the group has none."""
+        got = self.broker.committed_metadata(group_id, [TopicPartition(t, p) for t, p in partitions])
+        return {(tp.topic, tp.partition): c for tp, c in got.items()}
 
     def group_partitions(self, group_id: str) -> list[tuple[str, int]]:
         """The partitions ``group_id`` has committed offsets for (none: an empty list)."""

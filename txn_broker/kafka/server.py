@@ -345,6 +345,12 @@ class KafkaServer:
 
     async def _dispatch(self, frame: codec.Frame, peer: Any, session: SaslSession | None = None,
                         prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
+        if session is not None and session.bare_tokens and not session.authenticated:
+            # after SaslHandshake v0: a bare token, answered bare; a failure closes, as in Kafka
+            code, message, token = session.authenticate(bytes(frame))
+            if code != ErrorCode.none:
+                raise codec.FrameError(f"SASL authentication failed: {message}")
+            return token
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
             raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too

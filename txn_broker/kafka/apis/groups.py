@@ -32,7 +32,7 @@ async def join_group(server: Listener, ctx: RequestContext, req: Any) -> Payload
     early = _refused_or_elsewhere(server, ctx, req.group_id)
     if early is not None:
         return early
-    return await server.groups.join(req, ctx.version)
+    return await server.groups.join(req, ctx.version, ctx.head.client_id or "", ctx.client_host)
 
 
 async def sync_group(server: Listener, ctx: RequestContext, req: Any) -> Payload:
@@ -54,11 +54,14 @@ async def leave_group(server: Listener, ctx: RequestContext, req: Any) -> Payloa
     early = _refused_or_elsewhere(server, ctx, req.group_id)
     if early is not None:
         return early
-    members = [m.member_id for m in req.members] if hasattr(req, "members") else [req.member_id]
-    codes = [server.groups.leave(req.group_id, m) for m in members]
+    # v3+: members by member id, or by group.instance.id for static members (KIP-345)
+    members = [(m.member_id or server.groups.static_member(req.group_id, m.group_instance_id)
+                if m.group_instance_id else m.member_id, m.group_instance_id)
+               for m in req.members] if hasattr(req, "members") else [(req.member_id, None)]
+    codes = [server.groups.leave(req.group_id, m) for m, _ in members]
     return {"throttle_time": 0, "error_code": codes[0] if len(codes) == 1 else ErrorCode.none,
-            "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
-                        for m, c in zip(members, codes, strict=True)]}
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": c}
+                        for (m, i), c in zip(members, codes, strict=True)]}
 
 
 async def list_groups(server: Listener, ctx: RequestContext, req: Any) -> Payload:
@@ -90,7 +93,8 @@ async def describe_groups(server: Listener, ctx: RequestContext, req: Any) -> Pa
             continue
         group = server.groups.groups.get(group_id)
         members = [] if group is None else [
-            {"member_id": m.member_id, "group_instance_id": None, "client_id": "", "client_host": "",
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+             "client_host": m.client_host,
              "member_metadata": dict(m.protocols).get(group.protocol or "", b""),
              "member_assignment": m.assignment} for m in group.members.values()]
         out.append({"error_code": ErrorCode.none, "group_id": group_id,
