@@ -652,3 +652,22 @@ VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :obj
 -- When a segment was registered (how long its records have waited to be published)
 SELECT created_ms FROM segments
 WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset = :base_offset;
+
+-- delete_group_offsets --
+-- DeleteGroups: every committed offset of a group
+DELETE FROM group_offsets WHERE group_id = :group_id;
+
+-- delete_group_offset --
+-- OffsetDelete: a group's committed offset of one partition
+DELETE FROM group_offsets WHERE group_id = :group_id AND topic_id = :topic_id AND partition_no = :partition_no;
+
+-- partition_producers --
+-- DescribeProducers: the producers with sequence state on a partition, and the first offset
+-- of the transaction each has open there (NULL: none)
+SELECT s.producer_id, s.producer_epoch, s.last_sequence, s.updated_ms,
+       (SELECT MIN(o.first_offset) FROM txn_partitions o JOIN transactions t ON t.txn_id = o.txn_id
+        WHERE o.topic_id = s.topic_id AND o.partition_no = s.partition_no AND o.marker IS NULL
+          AND t.producer_id = s.producer_id AND t.end_ms IS NULL) AS txn_start_offset
+FROM producer_state s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+ORDER BY s.producer_id;

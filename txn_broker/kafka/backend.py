@@ -38,7 +38,6 @@ import pyarrow as pa
 from ..broker import Broker
 from ..consumer import commit_offsets
 from ..errors import (
-    InvalidConfigError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
@@ -56,7 +55,7 @@ from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
-from ..topic_configs import TOPIC_CONFIGS, validate_config
+from ..topic_configs import defaults, validate_config
 from ..topics import TopicMeta
 from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
@@ -96,6 +95,16 @@ class FetchResult:
     @property
     def size(self) -> int:
         return sum(len(part) for part in self.records)
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    #: the first offset of its transaction open on the partition (-1: none)
+    txn_start_offset: int
 
 
 @dataclass(frozen=True)
@@ -173,11 +182,17 @@ class KafkaBackend:
                 continue
         return out
 
+    def topic_config(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A topic's config (every key the broker has, and the Kafka configs set on it that
+        are accepted and ignored) and the broker's defaults."""
+        meta = self.broker._topics.get(name, refresh=True)
+        return dict(meta.config), defaults(self.broker.settings)
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:
-        unknown = sorted(set(configs) - set(TOPIC_CONFIGS))
-        if unknown:
-            raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
+        """Kafka's CreateTopics: ``configs`` are checked by the topic configs' table (a name
+        Kafka does not know: INVALID_CONFIG; Kafka's configs without a meaning here are
+        accepted and ignored)."""
         partitions = 1 if partitions == -1 else partitions
         config = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
@@ -548,6 +563,33 @@ class KafkaBackend:
         except UnknownGroupError:
             return []
         return [(p.topic, p.partition) for p in described.partitions]
+
+    def delete_group(self, group_id: str) -> None:
+        self.broker.delete_group(group_id)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]
+                       ) -> dict[tuple[str, int], TxnBrokerError]:
+        """OffsetDelete: each partition on its own (the partitions that failed, with why)."""
+        failed: dict[tuple[str, int], TxnBrokerError] = {}
+        good = []
+        for topic, partition in partitions:
+            try:
+                self._meta(topic, partition)
+            except TxnBrokerError as error:
+                failed[(topic, partition)] = error
+                continue
+            good.append(TopicPartition(topic, partition))
+        if good:
+            self.broker.delete_offsets(group_id, good)
+        return failed
+
+    def producers(self, topic: str, partition: int) -> list[ProducerInfo]:
+        """DescribeProducers: the producers with sequence state on a partition."""
+        meta = self._meta(topic, partition)
+        rows = self.broker._db.read(lambda tx: tx.all("partition_producers", topic_id=meta.topic_id,
+                                                      partition_no=partition))
+        return [ProducerInfo(int(r.producer_id), int(r.producer_epoch), int(r.last_sequence), int(r.updated_ms),
+                             -1 if r.txn_start_offset is None else int(r.txn_start_offset)) for r in rows]
 
     def groups_with_offsets(self) -> list[str]:
         return self.broker.list_groups()

@@ -270,6 +270,30 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(group)
 
+    def active(self, group_id: str) -> bool:
+        """Whether the group has members in this listener."""
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def forget(self, group_id: str) -> None:
+        """Drop a group without members (DeleteGroups)."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            del self.groups[group_id]
+
+    def subscribed(self, group_id: str, topic: str) -> bool:
+        """Whether a member of the group subscribes to ``topic`` (read from the consumer
+        protocol's subscriptions; a group of another protocol, or metadata that does not
+        read as one, counts as subscribed to every topic)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return False
+        for member in group.members.values():
+            topics = subscription_topics(dict(member.protocols).get(group.protocol or "", b""))
+            if topics is None or topic in topics:
+                return True
+        return False
+
     @staticmethod
     def _forget_static(group: Group, member: Member) -> None:
         if member.group_instance_id is not None and group.static.get(member.group_instance_id) == member.member_id:
@@ -293,3 +317,20 @@ class GroupCoordinator:
 
 def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else int(value) / 1000
+
+
+def subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a consumer protocol subscription (ConsumerProtocolSubscription: a
+    version, then the topics as an array of strings), None if it does not read as one."""
+    try:
+        count = int.from_bytes(metadata[2:6], "big", signed=True)
+        position, topics = 6, set()
+        for _ in range(count):
+            size = int.from_bytes(metadata[position:position + 2], "big", signed=True)
+            if size < 0 or position + 2 + size > len(metadata):
+                return None
+            topics.add(metadata[position + 2:position + 2 + size].decode("utf-8"))
+            position += 2 + size
+        return topics if len(metadata) >= 6 and count >= 0 else None
+    except (UnicodeDecodeError, ValueError):
+        return None

@@ -80,8 +80,10 @@ class KafkaServer:
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
-                 sweep_interval_s: float = SWEEP_INTERVAL_S) -> None:
+                 sweep_interval_s: float = SWEEP_INTERVAL_S, auto_create_topics: int = 0) -> None:
         self.backend = KafkaBackend(broker)
+        #: Metadata creates a topic it is asked for with this many partitions (0: never)
+        self.auto_create_topics = auto_create_topics
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or host

@@ -1,5 +1,5 @@
 """Group membership: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
-DescribeGroups (15) and ListGroups (16), answered by the group's coordinator
+DescribeGroups (15), ListGroups (16) and DeleteGroups (42), answered by the group's coordinator
 (txn_broker/kafka/groups.py) in the listener that owns the group."""
 
 from __future__ import annotations
@@ -105,6 +105,25 @@ async def describe_groups(server: Listener, ctx: RequestContext, req: Any) -> Pa
     return {"throttle_time": 0, "groups": out}
 
 
+async def delete_groups(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    """Kafka's DeleteGroups: a group with members is NON_EMPTY_GROUP; one with neither
+    members nor committed offsets GROUP_ID_NOT_FOUND."""
+    results = []
+    for group_id in req.groups_names:
+        if not allows(server, ctx, Operation.DELETE, ResourceType.GROUP, group_id):
+            code = ErrorCode.group_authorization_failed
+        elif server.not_coordinator(group_id):
+            code = ErrorCode.not_coordinator
+        elif server.groups.active(group_id):
+            code = ErrorCode.non_empty_group
+        else:
+            _, code = await server.attempt(server.backend.delete_group, group_id)
+            if code == ErrorCode.none:
+                server.groups.forget(group_id)
+        results.append({"group_id": group_id, "error_code": code})
+    return {"throttle_time": 0, "results": results}
+
+
 APIS = (
     Api(11, "JoinGroup", 0, 7, join_group),
     Api(12, "Heartbeat", 0, 4, heartbeat),
@@ -112,4 +131,5 @@ APIS = (
     Api(14, "SyncGroup", 0, 5, sync_group),
     Api(15, "DescribeGroups", 0, 5, describe_groups),
     Api(16, "ListGroups", 0, 4, list_groups),
+    Api(42, "DeleteGroups", 0, 2, delete_groups),
 )

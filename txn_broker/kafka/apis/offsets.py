@@ -1,4 +1,4 @@
-"""A group's committed offsets: OffsetCommit (8) and OffsetFetch (9)."""
+"""A group's committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,39 @@ async def offset_fetch(server: Listener, ctx: RequestContext, req: Any) -> Paylo
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
+async def offset_delete(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    """Kafka's OffsetDelete: a partition of a topic the group's members subscribe to is
+    GROUP_SUBSCRIBED_TO_TOPIC; the others' offsets are forgotten."""
+    group_id = req.group_id
+    empty = {"throttle_time": 0, "topics": []}
+    if not allows(server, ctx, Operation.DELETE, ResourceType.GROUP, group_id):
+        return {**empty, "error_code": ErrorCode.group_authorization_failed}
+    if server.not_coordinator(group_id):
+        return {**empty, "error_code": ErrorCode.not_coordinator}
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    wanted = []
+    for t in req.topics:
+        refused = not allows(server, ctx, Operation.READ, ResourceType.TOPIC, t.name)
+        busy = server.groups.subscribed(group_id, t.name)
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            if refused or busy:
+                codes[key] = ErrorCode.topic_authorization_failed if refused else ErrorCode.group_subscribed_to_topic
+            else:
+                wanted.append(key)
+    top = ErrorCode.none
+    if wanted:
+        failed, top = await server.attempt(server.backend.delete_offsets, group_id, wanted)
+        for key in wanted:
+            codes[key] = top if failed is None else error_code(failed[key]) if key in failed else ErrorCode.none
+    return {"throttle_time": 0, "error_code": top, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": codes[(t.name, int(p.partition_index))]}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
 APIS = (
     Api(8, "OffsetCommit", 2, 8, offset_commit),
     Api(9, "OffsetFetch", 1, 7, offset_fetch),
+    Api(47, "OffsetDelete", 0, 0, offset_delete),
 )
