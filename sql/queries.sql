@@ -272,34 +272,42 @@ WHERE txn_id = :txn_id AND marker IS NULL;
 
 -- upsert_txn_offset --
 -- TxnOffsetCommit: stage a group offset inside the transaction
-INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset)
-VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset)
+INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset, metadata, leader_epoch)
+VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset, :metadata, :leader_epoch)
 ON CONFLICT (txn_id, group_id, topic_id, partition_no) DO UPDATE
-SET committed_offset = excluded.committed_offset;
+SET committed_offset = excluded.committed_offset,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- apply_txn_offsets --
 -- Make a committed transaction's group offsets the groups' committed offsets
-INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
-SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id,
+                           metadata, leader_epoch)
+SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id, metadata, leader_epoch
 FROM txn_offsets WHERE txn_id = :txn_id
 ORDER BY group_id, topic_id, partition_no
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
-    txn_id = excluded.txn_id;
+    txn_id = excluded.txn_id,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- upsert_group_offset --
 -- A plain (non-transactional) offset commit
-INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
-VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL)
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id,
+                           metadata, leader_epoch)
+VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL, :metadata, :leader_epoch)
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
-    txn_id = NULL;
+    txn_id = NULL,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- group_offsets_for_topic --
 -- A group's committed offsets in one topic
-SELECT partition_no, committed_offset FROM group_offsets
+SELECT partition_no, committed_offset, metadata, leader_epoch FROM group_offsets
 WHERE group_id = :group_id AND topic_id = :topic_id;
 
 -- list_groups --
@@ -698,3 +706,22 @@ VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :obj
 -- When a segment was registered (how long its records have waited to be published)
 SELECT created_ms FROM segments
 WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset = :base_offset;
+
+-- delete_group_offsets --
+-- DeleteGroups: every committed offset of a group
+DELETE FROM group_offsets WHERE group_id = :group_id;
+
+-- delete_group_offset --
+-- OffsetDelete: a group's committed offset of one partition
+DELETE FROM group_offsets WHERE group_id = :group_id AND topic_id = :topic_id AND partition_no = :partition_no;
+
+-- partition_producers --
+-- DescribeProducers: the producers with sequence state on a partition, and the first offset
+-- of the transaction each has open there (NULL: none)
+SELECT s.producer_id, s.producer_epoch, s.last_sequence, s.updated_ms,
+       (SELECT MIN(o.first_offset) FROM txn_partitions o JOIN transactions t ON t.txn_id = o.txn_id
+        WHERE o.topic_id = s.topic_id AND o.partition_no = s.partition_no AND o.marker IS NULL
+          AND t.producer_id = s.producer_id AND t.end_ms IS NULL) AS txn_start_offset
+FROM producer_state s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+ORDER BY s.producer_id;

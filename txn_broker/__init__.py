@@ -41,6 +41,7 @@ from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     PartitionInfo,
     SchemaUpgrade,
     StateChange,
@@ -85,8 +86,8 @@ __all__ = [
     "with_default", "with_field_id",
     # what the broker returns
     "AppendResult", "CompactionReport", "FsckReport", "GcReport", "GroupDescription", "GroupPartition",
-    "HangingTransaction", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription",
-    "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
+    "HangingTransaction", "OffsetAndMetadata", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction",
+    "TopicDescription", "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
     # transaction states
     "IDLE_STATES", "OPEN_STATES", "PREPARED_STATES", "TxnState", "is_hanging", "is_open", "open_age_ms",
     "state_sets",

@@ -43,6 +43,7 @@ from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     SchemaUpgrade,
     StateChange,
     TopicDescription,
@@ -364,10 +365,20 @@ class Broker:
 
     def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                           ) -> dict[TopicPartition, int | None]:
+        """A group's committed offsets (the next offset to read); None where it has none."""
+        return {tp: None if c is None else c.offset
+                for tp, c in self.committed_metadata(group_id, partitions).items()}
+
+    def committed_metadata(self, group_id: str, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """A group's committed offsets with the metadata string and leader epoch they were
+        committed with (by ``commit_offsets``, a transaction or a Kafka client); None where
+        it has none."""
         return committed_offsets(self._db, self._topics, group_id, partitions)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW):
+        ints, or OffsetAndMetadata values to keep a metadata string and leader epoch."""
         commit_offsets(self._db, self._topics, group_id, offsets)
 
     def list_groups(self) -> list[str]:
@@ -383,6 +394,27 @@ class Broker:
         return GroupDescription(group_id, [
             GroupPartition(r.topic, r.partition_no, r.committed_offset, r.log_start_offset,
                            r.high_watermark, r.last_stable_offset, r.commit_ms) for r in rows])
+
+    def delete_group(self, group_id: str) -> None:
+        """Forget a group: every committed offset of it (Kafka's DeleteGroups).
+        UnknownGroupError if it has none. Offsets staged by an open transaction still land
+        if that transaction commits."""
+        validate_id("group id", group_id)
+        if not self._db.run(lambda tx: tx.execute("delete_group_offsets", group_id=group_id)):
+            raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Forget a group's committed offsets of ``partitions`` (Kafka's OffsetDelete); a
+        partition the group has no offset for is left as it is."""
+        validate_id("group id", group_id)
+        keys = []
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self._topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            keys.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition})
+        keys.sort(key=lambda k: (k["topic_id"], k["partition_no"]))
+        self._db.run(lambda tx: [tx.execute("delete_group_offset", **k) for k in keys])
 
     # -- transactions: sweeps and admin --------------------------------------------------
 

@@ -8,7 +8,7 @@ import socket
 import sys
 from typing import Any
 
-from .common import Context, UsageError, non_negative_int
+from .common import Context, UsageError, non_negative_int, positive_int
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
@@ -47,6 +47,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
                             "read, write and abort)")
+    serve.add_argument("--auto-create-topics", action="store_true",
+                       help="create a topic a client asks Metadata for and that does not exist, with Kafka's "
+                            "record shape and --default-partitions (Kafka's auto.create.topics.enable; "
+                            "default off)")
+    serve.add_argument("--default-partitions", type=positive_int, default=1, metavar="N",
+                       help="partitions of an automatically created topic (Kafka's num.partitions; default 1)")
     serve.set_defaults(handler=run_serve)
 
 
@@ -95,7 +101,8 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
           max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
-          sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits)
+          sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits,
+          auto_create_topics=args.default_partitions if args.auto_create_topics else 0)
     return 0
 
 

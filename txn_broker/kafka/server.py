@@ -81,8 +81,11 @@ class KafkaServer:
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
-                 sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None) -> None:
+                 sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None,
+                 auto_create_topics: int = 0) -> None:
         self.backend = KafkaBackend(broker)
+        #: Metadata creates a topic it is asked for with this many partitions (0: never)
+        self.auto_create_topics = auto_create_topics
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or host
@@ -348,6 +351,12 @@ class KafkaServer:
 
     async def _dispatch(self, frame: codec.Frame, peer: Any, session: SaslSession | None = None,
                         prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
+        if session is not None and session.bare_tokens and not session.authenticated:
+            # after SaslHandshake v0: a bare token, answered bare; a failure closes, as in Kafka
+            code, message, token = session.authenticate(bytes(frame))
+            if code != ErrorCode.none:
+                raise codec.FrameError(f"SASL authentication failed: {message}")
+            return token
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
             raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too

@@ -35,6 +35,7 @@ from ..errors import (
     InvalidPidMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     SchemaMismatchError,
     TxnBrokerError,
 )
@@ -44,7 +45,7 @@ from ..log.batches import check_record_sizes
 from ..log.partition import check_offset
 from ..log.segment_format import with_timestamp
 from ..log.types import AppendResult, ProducerIdentity, TransactionHandle
-from ..models import TopicPartition
+from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_id, validate_partition
 from ..retry import retrying
 from ..storage import ObjectStore
@@ -97,6 +98,8 @@ class Producer:
         self._txn_appends: list[AppendResult] = []
         #: InvalidPidMappingError was seen (KIP-360): the abort re-initialises
         self._pid_mapping_lost = False
+        #: a sequence error doomed the transaction: its abort gets a new epoch (KIP-360)
+        self._epoch_bump_required = False
         self._abortable_cause = ""
 
     # -- state ---------------------------------------------------------------------------
@@ -144,6 +147,13 @@ class Producer:
         except TxnBrokerError as error:
             if isinstance(error, InvalidPidMappingError):
                 self._pid_mapping_lost = True
+            if isinstance(error, OutOfOrderSequenceError) and self.transactional_id is not None and \
+                    self._state in (P.IN_TRANSACTION, P.COMMITTING):
+                # Kafka's transactional producer (KIP-360): a refused sequence dooms the
+                # transaction, not the producer; the abort then bumps the epoch, which starts
+                # every partition's sequences again (TransactionManager's epochBumpRequired)
+                error.fatal, error.abortable = False, True
+                self._epoch_bump_required = True
             if error.fatal:
                 self._state = P.FATAL_ERROR
                 self._discard_buffers()
@@ -201,20 +211,23 @@ class Producer:
             self._txn_appends = []
             self._to(P.IN_TRANSACTION)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        """Commit ``group_id``'s next offsets to read atomically with this transaction."""
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                                    group_id: str) -> None:
+        """Commit ``group_id``'s next offsets to read atomically with this transaction
+        (ints, or OffsetAndMetadata values to keep a metadata string and leader epoch)."""
         with self._lock:
             self._require(P.IN_TRANSACTION, action="send_offsets_to_transaction")
             validate_id("group id", group_id)
             if not isinstance(offsets, Mapping):
                 raise InvalidInputError("offsets must be a dict of TopicPartition -> int")
-            rows = []
-            for tp, offset in offsets.items():
+            rows: list[tuple[int, int, int | OffsetAndMetadata]] = []
+            for tp, value in offsets.items():
                 topic, partition = tp
                 meta = self._topics.get(topic)
                 validate_partition(partition, meta.partition_count, topic)
-                check_offset(self._db, meta.topic_id, meta.name, partition, offset)
-                rows.append((meta.topic_id, partition, int(offset)))
+                committed = OffsetAndMetadata.checked(value)
+                check_offset(self._db, meta.topic_id, meta.name, partition, committed.offset)
+                rows.append((meta.topic_id, partition, committed))
             if not rows:
                 return
             ident = self._identity()
@@ -327,6 +340,14 @@ class Producer:
                 # txn_id None: abort whatever a request whose reply was lost opened
                 ident, txn_id = self._identity(), self._txn_id
                 self._retry(lambda: self._coordinator.end_transaction(ident, txn_id, commit=False))
+            if self._epoch_bump_required:
+                # the sequences the broker and this producer hold disagree: InitProducerId with
+                # the current identity gives a new epoch, and every partition starts at 0
+                current = self._identity()
+                self._ident = self._retry(lambda: self._coordinator.init_transactions(
+                    self.transactional_id or "", self.transaction_timeout_ms, current=current))
+                self._sender.reset_sequences()
+                self._epoch_bump_required = False
         self._txn_id = None
         self._txn_requested = False
         self._txn_appends = []
