@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -51,6 +51,9 @@ from .redaction import mask_url, strip_userinfo
 from .states import TxnState
 from .storage import ObjectStore, open_store
 from .topics import TopicMeta, Topics
+
+if TYPE_CHECKING:
+    from .metrics.figures import BrokerFigures
 
 #: a callback that receives one line of progress at a time (e.g. to show on a terminal)
 Progress = Callable[[str], None]
@@ -368,6 +371,15 @@ class Broker:
     def recent_transactions(self, limit: int = 200) -> list[dict[str, Any]]:
         """Transaction instances, newest first, for monitoring."""
         return [dict(r._mapping) for r in self._db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
+
+    # -- observability (docs/observability.md) ------------------------------------------
+
+    def metrics_figures(self) -> BrokerFigures:
+        """The broker-wide figures the Prometheus exporter serves (offsets, lag,
+        transactions, gc backlog), read in one snapshot by a few set-based queries."""
+        from .metrics.figures import read_figures
+
+        return read_figures(self._db)
 
     # -- maintenance ---------------------------------------------------------------------
 

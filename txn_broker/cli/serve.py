@@ -36,6 +36,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
                             "read, write and abort)")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="also serve Prometheus metrics at http://HOST:PORT/metrics: the broker's figures "
+                            "(as `txn-broker metrics`) and the listener's requests, errors, latency, "
+                            "connections (docs/observability.md)")
     serve.set_defaults(handler=run_serve)
 
 
@@ -75,6 +79,15 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
     users = SaslUsers.from_file(args.sasl_users) if args.sasl_users else None
     host, port = parse_listen(args.listen, secured=tls is not None or users is not None, insecure=args.insecure)
     broker = ctx.broker
+    metrics = None
+    if args.metrics_listen:
+        from ..metrics import ListenerMetrics, broker_registry
+        from .metrics import serve_registry
+
+        registry = broker_registry(broker)
+        metrics = ListenerMetrics(registry)
+        url = serve_registry(registry, "--metrics-listen", args.metrics_listen)
+        sys.stdout.write(f"serving metrics at {url}\n")
 
     def ready(server: Any) -> None:
         sys.stdout.write(f"listening on {server.host}:{server.port}"
@@ -83,5 +96,5 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
           max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
-          sweep_interval_s=args.sweep_interval_ms / 1000)
+          sweep_interval_s=args.sweep_interval_ms / 1000, metrics=metrics)
     return 0

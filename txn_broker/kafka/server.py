@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -35,6 +35,9 @@ from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
 from .recordbatch import RecordFormatError, decode_batches
 from .security import MECHANISMS, SaslSession, SaslUsers
+
+if TYPE_CHECKING:
+    from ..metrics.listener import ListenerMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,7 +113,7 @@ class KafkaServer:
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
-                 sweep_interval_s: float = SWEEP_INTERVAL_S) -> None:
+                 sweep_interval_s: float = SWEEP_INTERVAL_S, metrics: ListenerMetrics | None = None) -> None:
         self.backend = KafkaBackend(broker)
         self.host = host
         self.port = port
@@ -132,6 +135,10 @@ class KafkaServer:
         self._pool = ThreadPoolExecutor(threads, "txn-broker-kafka")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        #: the listener's Prometheus metrics (serve --metrics-listen), None: none kept
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.count_connections(lambda: len(self._connections))
         self._handlers: dict[int, Callable[[codec.RequestHead, Any], Awaitable[dict[str, Any] | None]]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
@@ -262,7 +269,9 @@ class KafkaServer:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                response = await self._dispatch(item.frame, peer, session, item.prepared)
+                dispatched = self._dispatch(item.frame, peer, session, item.prepared)
+                response = await (dispatched if self.metrics is None else
+                                  self.metrics.observe(codec.peek_head(item.frame).api_key, dispatched))
                 if response is None:
                     continue
                 if isinstance(response, bytes):
@@ -390,8 +399,13 @@ class KafkaServer:
             head, request = codec.decode_request(frame, self.supported)
             if head.api_key in SASL_KEYS:
                 assert session is not None
-                return codec.encode_response(head, self._sasl(head, request, session))
+                answer = self._sasl(head, request, session)
+                if self.metrics is not None:
+                    self.metrics.answered(head.api_key, answer)
+                return codec.encode_response(head, answer)
             payload = await self._handlers[head.api_key](head, request)
+        if self.metrics is not None:
+            self.metrics.answered(head.api_key, payload)
         if payload is None:  # acks=0
             return None
         if head.api_version < PRODUCER_FENCED_SINCE.get(head.api_key, 0):
