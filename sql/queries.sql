@@ -614,11 +614,10 @@ LEFT JOIN (SELECT topic_id, partition_no, COUNT(*) AS segment_count, SUM(size_by
 ORDER BY t.name, p.partition_no;
 
 -- metrics_group_offsets --
--- Every group's committed offset per partition with the partition's last stable offset and,
--- when the group is behind it, the newest timestamp (max_timestamp_ms) of the first
--- committed, unpurged segment holding a record the group has not consumed
+-- Every group's committed offset per partition and, when the group is behind the last
+-- stable offset, the newest timestamp (max_timestamp_ms) of the first committed, unpurged
+-- segment below it holding a record the group has not consumed
 SELECT g.group_id, t.name AS topic, g.partition_no, g.committed_offset,
-       COALESCE(o.first_open_offset, p.high_watermark) AS last_stable_offset,
        CASE WHEN g.committed_offset < COALESCE(o.first_open_offset, p.high_watermark) THEN
          (SELECT s.max_timestamp_ms FROM segments s
           LEFT JOIN txn_partitions m
@@ -656,25 +655,36 @@ FROM transactional_ids
 GROUP BY state
 ORDER BY state;
 
+-- metrics_settled_transaction_id --
+-- The newest transaction id below which every transaction is decided and was started more
+-- than :settle_ms ago (so no transaction with a smaller id can still appear: ids are taken
+-- just before their row is written). Counts up to it never change again
+SELECT MAX(x.txn_id) FROM transactions x
+WHERE x.txn_id > :after_txn_id AND x.start_ms < {now_ms} - :settle_ms
+  AND x.txn_id < COALESCE((SELECT MIN(o.txn_id) FROM transactions o WHERE o.outcome IS NULL), x.txn_id + 1);
+
 -- metrics_transaction_outcomes --
--- How many transaction instances ever committed and aborted (the transactions table keeps
--- one row per instance, so every process counts the same)
-SELECT COUNT(CASE WHEN outcome = 'COMMIT' THEN 1 END) AS committed,
-       COUNT(CASE WHEN outcome = 'ABORT' THEN 1 END) AS aborted
-FROM transactions;
+-- Committed and aborted transaction instances after :after_txn_id, those up to
+-- :settled_txn_id apart (the transactions table keeps one row per instance, so every
+-- process counts the same; the exporter adds settled counts up once)
+SELECT COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_aborted,
+       COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_aborted
+FROM transactions
+WHERE txn_id > :after_txn_id;
 
 -- metrics_gc_backlog --
 -- What gc has still to do, as the database knows it: aborted transactions' segments not
 -- purged yet, and queued object deletions past (due) or within (waiting) the delete delay
-SELECT (SELECT COUNT(*) FROM txn_partitions tp
-        JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
-                       AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
-        WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) AS aborted_segments,
-       (SELECT CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) FROM txn_partitions tp
-        JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
-                       AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
-        WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) AS aborted_bytes,
+SELECT a.aborted_segments, a.aborted_bytes,
        (SELECT COUNT(*) FROM object_deletions WHERE requested_ms <= {now_ms} - :delay_ms) AS due_objects,
        (SELECT COUNT(*) FROM object_deletions WHERE requested_ms > {now_ms} - :delay_ms) AS waiting_objects,
        (SELECT MIN(requested_ms) FROM object_deletions) AS oldest_requested_ms,
-       {now_ms} AS now_ms;
+       {now_ms} AS now_ms
+FROM (SELECT COUNT(s.base_offset) AS aborted_segments,
+             CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) AS aborted_bytes
+      FROM txn_partitions tp
+      JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
+                     AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
+      WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) a;

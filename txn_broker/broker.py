@@ -53,7 +53,7 @@ from .storage import ObjectStore, open_store
 from .topics import TopicMeta, Topics
 
 if TYPE_CHECKING:
-    from .metrics.figures import BrokerFigures
+    from .metrics.figures import BrokerFigures, OutcomeTally
 
 #: a callback that receives one line of progress at a time (e.g. to show on a terminal)
 Progress = Callable[[str], None]
@@ -106,6 +106,7 @@ class Broker:
         self.settings = settings
         self._topics = Topics(db, settings)
         self._coordinator = Coordinator(db, settings)
+        self._outcome_tally: OutcomeTally | None = None  # transactions counted by metrics_figures
 
     def __repr__(self) -> str:
         return f"Broker(database={self.database_location!r}, storage={self.storage_location!r})"
@@ -377,9 +378,11 @@ class Broker:
     def metrics_figures(self) -> BrokerFigures:
         """The broker-wide figures the Prometheus exporter serves (offsets, lag,
         transactions, gc backlog), read in one snapshot by a few set-based queries."""
-        from .metrics.figures import read_figures
+        from .metrics.figures import OutcomeTally, read_figures
 
-        return read_figures(self._db)
+        if self._outcome_tally is None:
+            self._outcome_tally = OutcomeTally()
+        return read_figures(self._db, tally=self._outcome_tally)
 
     # -- maintenance ---------------------------------------------------------------------
 
