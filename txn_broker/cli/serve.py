@@ -79,19 +79,20 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
     users = SaslUsers.from_file(args.sasl_users) if args.sasl_users else None
     host, port = parse_listen(args.listen, secured=tls is not None or users is not None, insecure=args.insecure)
     broker = ctx.broker
-    metrics = None
+    metrics, metrics_url = None, None
     if args.metrics_listen:
         from ..metrics import ListenerMetrics, broker_registry
         from .metrics import serve_registry
 
         registry = broker_registry(broker)
         metrics = ListenerMetrics(registry)
-        url = serve_registry(registry, "--metrics-listen", args.metrics_listen)
-        sys.stdout.write(f"serving metrics at {url}\n")
+        metrics_url = serve_registry(registry, "--metrics-listen", args.metrics_listen)
 
     def ready(server: Any) -> None:
         sys.stdout.write(f"listening on {server.host}:{server.port}"
                          f"{' (TLS)' if tls else ''}{' (SASL)' if users else ''}\n")
+        if metrics_url is not None:
+            sys.stdout.write(f"serving metrics at {metrics_url}\n")
         sys.stdout.flush()
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
