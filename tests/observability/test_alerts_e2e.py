@@ -110,7 +110,7 @@ def test_hanging_transaction_and_stuck_lso_alerts_fire_and_resolve(tmp_path):
         server = Process([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
                           f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
                          tmp_path / "prometheus.log")
-        wait_until(lambda: WATCHED <= {name for name, state in alerts(url).items() if state == "firing"},
+        wait_until(lambda: {name for name, state in alerts(url).items() if state == "firing"} >= WATCHED,
                    90, "both alerts firing", last=lambda: (alerts(url), server.log_path.read_text()[-2000:]))
 
         broker.abort_transaction("stuck")
