@@ -1,4 +1,5 @@
-"""The benchmark cases of issue 9, by number, and where each one runs."""
+"""The benchmark cases of issue 9 (and later issues: case 10, compaction, issue 29), by number, and
+where each one runs."""
 
 from __future__ import annotations
 
@@ -44,4 +45,6 @@ CASES = {c.number: c for c in [
     Case(8, "Spark stage through txn_topic vs plain Spark Parquet", "case_spark", "≥ 0.9"),
     Case(9, "Kafka clients through txn-broker serve vs the Python API", "case_kafka",
          "≥ 0.5× produce (idempotent, transactional) and consume"),
+    Case(10, "small transactions: read_committed after compact", "case_compaction",
+         "≥ 0.8× the same records written as one transaction per partition"),
 ]}

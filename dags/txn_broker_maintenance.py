@@ -4,8 +4,10 @@
    their producers first), rolls decided ones forward and expires idle transactional ids;
    it defers to the triggerer until no transaction past its timeout blocks readers.
 2. ``collect_garbage``: ``Broker.gc`` purges the segments of aborted
-   transactions, applies the topics' retention, deletes queued objects whose delete delay
-   has passed and orphan objects older than the grace period.
+   transactions, applies the topics' retention, compacts small committed segments into
+   segments of about each topic's ``segment.bytes`` (dropping aborted records), deletes
+   queued objects whose delete delay has passed and orphan objects older than the grace
+   period.
 3. ``report``: one line with what both did.
 
 Every step is idempotent and safe next to running producers, consumers and other runs,
@@ -64,7 +66,9 @@ with DAG(
                 f"{len(swept.get('completed', []))}, expired ids {len(swept.get('expired_ids', []))}; "
                 f"gc{' (dry run)' if collected.get('dry_run') else ''}: purged "
                 f"{collected.get('aborted_segments', 0)} aborted segments, truncated "
-                f"{collected.get('retention_segments', 0)} by retention, deleted "
+                f"{collected.get('retention_segments', 0)} by retention, merged "
+                f"{collected.get('compacted_segments', 0)} small segments into "
+                f"{collected.get('compaction_outputs', 0)}, deleted "
                 f"{collected.get('objects_deleted', 0)} objects and {collected.get('orphans_deleted', 0)} orphans")
         print(line)
         return line

@@ -78,7 +78,7 @@ ORDER BY p.partition_no;
 -- The segments overlapping [start_offset, end_offset) with their transaction's marker
 -- (purged_ms set: gc deleted the object of an aborted segment; every reader skips it)
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
-       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms
+       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms, s.row_count
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -408,7 +408,7 @@ WHERE topic_id = :topic_id AND partition_no = :partition_no
 -- segments_page --
 -- One page of a partition's segments in offset order, with their transaction entry's marker
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
-       s.max_timestamp_ms, s.purged_ms, m.txn_id AS entry_txn_id, m.marker
+       s.max_timestamp_ms, s.purged_ms, m.txn_id AS entry_txn_id, m.marker, s.row_count
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -536,10 +536,11 @@ WHERE (tp.marker IS NOT NULL AND (x.outcome IS NULL OR x.outcome <> tp.marker))
 ORDER BY tp.txn_id, tp.topic_id, tp.partition_no
 LIMIT :limit;
 
--- spark_committed_txns_beyond --
--- Spark data source (txn_broker/spark/offsets.py), the atomic end of a read: the committed
--- transactions with records at or after :end_offset in one partition, and every partition
--- each of them wrote with its first offset there
+-- committed_txns_beyond --
+-- A consistent cut (txn_broker/log/cut.py: the Spark source's atomic end of a read, the
+-- Iceberg publisher's snapshots): the committed transactions with records at or after
+-- :end_offset in one partition, and every partition each of them wrote with its first
+-- offset there
 SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
 FROM txn_partitions tp
 WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
@@ -688,3 +689,56 @@ FROM (SELECT COUNT(s.base_offset) AS aborted_segments,
       JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
                      AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
       WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) a;
+-- compaction_candidates --
+-- Area: segment compaction (txn_broker/compaction.py), to the end of this group.
+-- One page of a partition's segments from an offset, in offset order, with their
+-- transaction entry's marker and their age by the database clock
+SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id, s.producer_id,
+       s.max_timestamp_ms, s.purged_ms, s.row_count, m.marker, {now_ms} - s.created_ms AS age_ms
+FROM segments s
+LEFT JOIN txn_partitions m
+       ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no AND s.base_offset >= :from_offset
+ORDER BY s.base_offset
+LIMIT :limit;
+
+-- count_partitions --
+-- How many partitions there are (compaction's progress)
+SELECT COUNT(*) FROM partitions;
+
+-- compaction_inputs_check --
+-- The segments of a partition within an offset range, with their purge state, read under
+-- the partition's row lock: the swap's compare-and-set on its inputs
+SELECT base_offset, record_count, object_key, purged_ms FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND base_offset >= :start_offset AND base_offset < :end_offset
+ORDER BY base_offset;
+
+-- queue_compacted_objects --
+-- The swap: queue the objects of the merged segments for deletion (purged ones are queued
+-- already, by gc)
+INSERT INTO object_deletions (object_key, reason, requested_ms)
+SELECT object_key, 'compacted', {now_ms} FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND base_offset >= :start_offset AND base_offset < :end_offset AND purged_ms IS NULL
+ON CONFLICT (object_key) DO NOTHING;
+
+-- delete_compacted_segments --
+-- The swap: drop the rows of the merged segments
+DELETE FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND base_offset >= :start_offset AND base_offset < :end_offset;
+
+-- insert_compacted_segment --
+-- The swap: register the merged segment over the whole offset span of its inputs
+-- (producer id -1, no sequence, no transaction: it holds committed records only)
+INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
+                      producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
+                      created_ms, row_count)
+VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
+        -1, -1, -1, NULL, :max_timestamp_ms, {now_ms}, :row_count);
+-- segment_written_ms --
+-- Area: Iceberg tables (txn_broker/iceberg), to the end of this group.
+-- When a segment was registered (how long its records have waited to be published)
+SELECT created_ms FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset = :base_offset;

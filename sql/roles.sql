@@ -60,7 +60,10 @@ BEGIN
         ('txn_offsets',       'SELECT, INSERT, UPDATE'),
         ('group_offsets',     'SELECT, INSERT, UPDATE'),
         ('object_deletions',  'SELECT, INSERT, DELETE'),
-        ('kafka_listeners',   'SELECT, INSERT, UPDATE, DELETE')
+        ('kafka_listeners',   'SELECT, INSERT, UPDATE, DELETE'),
+        -- the default Iceberg catalog (pyiceberg SqlCatalog runs these, not queries.sql)
+        ('iceberg_tables',    'SELECT, INSERT, UPDATE, DELETE'),
+        ('iceberg_namespace_properties', 'SELECT, INSERT, UPDATE, DELETE')
     ) AS v(table_name, privileges)
     LOOP
         IF to_regclass(format('public.%I', g.table_name)) IS NOT NULL THEN

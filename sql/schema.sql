@@ -63,6 +63,8 @@ CREATE TABLE segments (
     max_timestamp_ms  BIGINT NOT NULL,
     created_ms        BIGINT NOT NULL,
     purged_ms         BIGINT,            -- set: aborted and purged by gc (offsets stay occupied)
+    row_count         BIGINT,            -- set: compacted (records held; record_count is the
+                                         -- offset span, its gaps aborted records; `_offset` stored)
     PRIMARY KEY (topic_id, partition_no, base_offset),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE
@@ -182,6 +184,26 @@ CREATE TABLE kafka_listeners (
     heartbeat_ms  BIGINT NOT NULL,
     started_ms    BIGINT NOT NULL,
     UNIQUE (host, port)
+);
+
+-- The default Iceberg catalog (pyiceberg's SQL catalog, same columns and keys as its own
+-- DDL): a table's current metadata file, and namespace properties (docs/iceberg.md)
+CREATE TABLE iceberg_tables (
+    catalog_name                VARCHAR(255) NOT NULL,
+    table_namespace             VARCHAR(255) NOT NULL,
+    table_name                  VARCHAR(255) NOT NULL,
+    metadata_location           VARCHAR(1000),
+    previous_metadata_location  VARCHAR(1000),
+    iceberg_type                VARCHAR(5),
+    PRIMARY KEY (catalog_name, table_namespace, table_name)
+);
+
+CREATE TABLE iceberg_namespace_properties (
+    catalog_name    VARCHAR(255) NOT NULL,
+    namespace       VARCHAR(255) NOT NULL,
+    property_key    VARCHAR(255) NOT NULL,
+    property_value  VARCHAR(1000) NOT NULL,
+    PRIMARY KEY (catalog_name, namespace, property_key)
 );
 
 -- Transaction ids on PostgreSQL: nextval takes no row lock, so concurrent transaction

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from . import errors
 from .broker import Broker, Progress, connect, upgrade_schema
+from .compaction import CompactionReport
 from .config import Settings, broker_home, resolve_database_url, resolve_storage_url
 from .consumer import Consumer
 from .coordinator import SweepAction
@@ -76,9 +77,9 @@ __all__ = [
     # records from files (JSON Lines, CSV, Parquet) into a topic's schema
     "BINARY_ENCODINGS", "RECORD_FORMATS", "RecordSource", "guess_format", "open_records", "read_records",
     # what the broker returns
-    "AppendResult", "FsckReport", "GcReport", "GroupDescription", "GroupPartition", "HangingTransaction",
-    "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription", "TopicPartition",
-    "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
+    "AppendResult", "CompactionReport", "FsckReport", "GcReport", "GroupDescription", "GroupPartition",
+    "HangingTransaction", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription",
+    "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
     # transaction states
     "IDLE_STATES", "OPEN_STATES", "PREPARED_STATES", "TxnState", "is_hanging", "is_open", "open_age_ms",
     "state_sets",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .compaction import CompactionReport, compact
 from .config import Settings, resolve_database_url, resolve_storage_url
 from .consumer import Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
@@ -23,13 +25,16 @@ from .errors import (
     SchemaMismatchError,
     StorageUnavailableError,
     TopicAlreadyExistsError,
+    TxnBrokerError,
     UnknownGroupError,
     UnknownTopicOrPartitionError,
     UnknownTransactionalIdError,
 )
 from .fsck import FsckReport, check
 from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
+from .iceberg.settings import IcebergSettings
 from .log.appends import segment_registered
+from .log.batches import DEFAULT_SCHEMA
 from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
@@ -50,9 +55,14 @@ from .producer import Producer
 from .redaction import mask_url, strip_userinfo
 from .states import TxnState
 from .storage import ObjectStore, open_store
+from .topic_configs import check_changes
 from .topics import TopicMeta, Topics
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from .iceberg.publisher import Publisher, TopicPublish
+    from .iceberg.status import TableStatus
     from .metrics.figures import BrokerFigures, OutcomeTally
 
 #: a callback that receives one line of progress at a time (e.g. to show on a terminal)
@@ -62,7 +72,9 @@ log = logging.getLogger(__name__)
 
 
 def connect(database_url: str | None = None, storage_url: str | None = None, *,
-            storage_options: Mapping[str, str | None] | None = None, **settings: Any) -> Broker:
+            storage_options: Mapping[str, str | None] | None = None,
+            iceberg_catalog: Mapping[str, str] | None = None, iceberg_namespace: str | None = None,
+            **settings: Any) -> Broker:
     """Open a broker. Without arguments: ``TXN_BROKER_DATABASE_URL`` and
     ``TXN_BROKER_STORAGE_URL``, else the embedded default (SQLite + a local directory
     under ``$TXN_BROKER_HOME``, default ``./.txn_broker``), initialised on first use.
@@ -72,8 +84,14 @@ def connect(database_url: str | None = None, storage_url: str | None = None, *,
     ``aws_session_token``, ``addressing_style``; see :func:`txn_broker.storage.open_store`);
     one not given falls back to ``TXN_BROKER_S3_ENDPOINT_URL`` and boto3's own chain, and
     the process environment is never written.
+    ``iceberg_catalog``: pyiceberg's catalog properties (``type``, ``uri``, ``warehouse``,
+    credentials...) of the catalog topics with ``iceberg.enabled`` are published to;
+    default: an SQL catalog in this metadata database, its warehouse under ``iceberg/`` in
+    this storage. ``iceberg_namespace``: the tables' namespace (default ``txn_broker``).
+    See docs/iceberg.md.
     ``settings``: see :class:`txn_broker.config.Settings`."""
     parsed = Settings.from_kwargs(settings)
+    iceberg = IcebergSettings.of(iceberg_catalog, iceberg_namespace)
     db_url, _embedded = resolve_database_url(database_url)
     store = open_store(resolve_storage_url(storage_url), retry_budget_ms=parsed.retry_budget_ms,
                        **dict(storage_options or {}))
@@ -87,7 +105,7 @@ def connect(database_url: str | None = None, storage_url: str | None = None, *,
     except BaseException:
         db.dispose()
         raise
-    return Broker(db, store, parsed)
+    return Broker(db, store, parsed, iceberg)
 
 
 def upgrade_schema(database_url: str | None = None) -> SchemaUpgrade:
@@ -100,13 +118,16 @@ def upgrade_schema(database_url: str | None = None) -> SchemaUpgrade:
 
 
 class Broker:
-    def __init__(self, db: Database, store: ObjectStore, settings: Settings) -> None:
+    def __init__(self, db: Database, store: ObjectStore, settings: Settings,
+                 iceberg: IcebergSettings | None = None) -> None:
         self._db = db
         self._store = store
         self.settings = settings
         self._topics = Topics(db, settings)
         self._coordinator = Coordinator(db, settings)
         self._outcome_tally: OutcomeTally | None = None  # transactions counted by metrics_figures
+        self.iceberg_settings = iceberg or IcebergSettings()
+        self._publisher: Publisher | None = None
 
     def __repr__(self) -> str:
         return f"Broker(database={self.database_location!r}, storage={self.storage_location!r})"
@@ -156,9 +177,24 @@ class Broker:
                      config: dict[str, Any] | None = None) -> TopicDescription:
         """Create a topic. ``schema``: a pyarrow.Schema (default: key, value binary and
         headers map<string, binary>). ``config``: retention.ms, retention.bytes,
-        max.message.bytes. Raises InvalidTopicNameError, TopicAlreadyExistsError,
-        SchemaMismatchError, InvalidConfigError."""
-        self._topics.create(name, partitions, schema, config)
+        max.message.bytes, iceberg.enabled... (txn_broker.topic_configs). Raises
+        InvalidTopicNameError, TopicAlreadyExistsError, SchemaMismatchError,
+        InvalidConfigError; with ``iceberg.enabled`` also IcebergSchemaError (a type the
+        table cannot hold) and CatalogUnavailableError (the catalog cannot be reached),
+        both before anything is written."""
+        if check_changes(config).get("iceberg.enabled"):
+            from .iceberg.catalog import check_reachable
+            from .iceberg.schema import check_representable
+
+            check_representable(DEFAULT_SCHEMA if schema is None else schema)
+            check_reachable(self._iceberg_publisher().catalog, self.iceberg_settings)
+        meta = self._topics.create(name, partitions, schema, config)
+        if meta.config.get("iceberg.enabled"):
+            try:
+                self._iceberg_publisher().table(meta)
+            except TxnBrokerError as error:  # made by the first publish instead
+                log.warning("topic %s created; its Iceberg table will be made by the first publish: %s",
+                            name, error)
         return self.describe_topic(name)
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]] | Iterable[TopicSpec],
@@ -203,7 +239,14 @@ class Broker:
         return self._topics.describe(name)
 
     def delete_topic(self, name: str) -> None:
-        """Drop a topic's metadata, then its objects (what is left behind is gc's)."""
+        """Drop a topic's Iceberg table, if it has one (CatalogUnavailableError before
+        anything else when the catalog cannot be reached), then the topic's metadata, then
+        its objects (what is left behind is gc's)."""
+        meta = self._topics.get(name, refresh=True)
+        if meta.config.get("iceberg.enabled"):
+            from .iceberg.catalog import drop_table
+
+            drop_table(self._iceberg_publisher().catalog, self.iceberg_settings, meta)
         keys = self._topics.delete(name)
         try:
             self._store.delete(keys)
@@ -384,10 +427,44 @@ class Broker:
             self._outcome_tally = OutcomeTally()
         return read_figures(self._db, tally=self._outcome_tally)
 
+    # -- Iceberg tables (docs/iceberg.md) -------------------------------------------------
+
+    def _iceberg_publisher(self) -> Publisher:
+        if self._publisher is None:
+            from .iceberg.publisher import Publisher
+
+            self._publisher = Publisher(self._db, self._store, self._topics, self.iceberg_settings,
+                                        self._db.url.render_as_string(hide_password=False))
+        return self._publisher
+
+    def publish_iceberg(self, topics: Iterable[str] | None = None) -> list[TopicPublish]:
+        """Publish every record committed up to now in ``topics`` (default: every topic
+        with ``iceberg.enabled``) to their Iceberg tables, one snapshot per topic holding
+        whole transactions, exactly once (docs/iceberg.md). Raises InvalidConfigError for
+        a topic without ``iceberg.enabled``; CatalogUnavailableError,
+        IcebergCommitConflictError, DatabaseUnavailableError, StorageUnavailableError
+        (retriable: the table stays at its last snapshot)."""
+        publisher = self._iceberg_publisher()
+        return [publisher.publish(meta) for meta in publisher.enabled_topics(topics)]
+
+    def iceberg_status(self, topics: Iterable[str] | None = None) -> list[TableStatus]:
+        """Per topic with ``iceberg.enabled`` (or ``topics``) and partition: the offsets its
+        table holds against the last stable offset, and how far behind it is."""
+        from .iceberg.status import table_status
+
+        publisher = self._iceberg_publisher()
+        return [table_status(self._db, publisher, meta) for meta in publisher.enabled_topics(topics)]
+
+    def iceberg_table(self, topic: str) -> Table:
+        """The topic's Iceberg table (a pyiceberg ``Table``: ``.scan().to_arrow()``,
+        ``.inspect.snapshots()``...); InvalidConfigError without ``iceberg.enabled``."""
+        publisher = self._iceberg_publisher()
+        return publisher.table(publisher.enabled_topics([topic])[0])
+
     # -- maintenance ---------------------------------------------------------------------
 
     def gc(self, *, dry_run: bool = False, orphan_grace_ms: int | None = None,
-           delete_delay_ms: int | None = None, progress: Progress | None = None) -> GcReport:
+           delete_delay_ms: int | None = None, progress: Progress | None = None, compact: bool = True) -> GcReport:
         """Garbage collection (docs/cli.md, ``txn-broker gc``): purge the segments of aborted
         transactions, apply retention, delete queued objects older than ``delete_delay_ms``
         (default 60 s) and unregistered objects older than ``orphan_grace_ms`` (default
@@ -395,7 +472,23 @@ class Broker:
         ``progress`` receives a line per step. Returns a GcReport."""
         return collect_garbage(self._db, self._store, self.settings, dry_run=dry_run, orphan_grace_ms=orphan_grace_ms,
                                delete_delay_ms=DEFAULT_DELETE_DELAY_MS if delete_delay_ms is None
-                               else delete_delay_ms, progress=progress)
+                               else delete_delay_ms, progress=progress, compact=compact)
+
+    def compact(self, topics: Iterable[str] | None = None, *, dry_run: bool = False,
+                min_age_ms: int | None = None, progress: Progress | None = None) -> CompactionReport:
+        """Merge the small committed segments of ``topics`` (None: every topic) into
+        segments of about their ``segment.bytes``, dropping aborted records (docs/cli.md,
+        ``txn-broker compact``; docs/semantics.md, "Compaction"). ``min_age_ms``: merge
+        segments at least this old (default: each topic's ``min.compaction.lag.ms``).
+        ``dry_run``: report what would be merged, change nothing. Returns a
+        CompactionReport; UnknownTopicOrPartitionError for an unknown topic."""
+        if min_age_ms is not None and (not isinstance(min_age_ms, int) or isinstance(min_age_ms, bool)
+                                       or min_age_ms < 0):
+            raise InvalidInputError(f"min_age_ms must be a non-negative number of milliseconds, got {min_age_ms!r}")
+        names = None if topics is None else [topics] if isinstance(topics, str) else list(topics)
+        return compact(self._db, self._store, self.settings, partial(self._topics.get, refresh=True), names,
+                       dry_run=dry_run,
+                       min_age_ms=min_age_ms, progress=progress)
 
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Check the metadata against the object store (``txn-broker fsck``); ``progress``
@@ -403,6 +496,8 @@ class Broker:
         return check(self._db, self._store, self.settings, progress=progress)
 
     def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.close()
         self._db.dispose()
 
     def __enter__(self) -> Broker:

@@ -20,12 +20,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from .database import Database, Tx
 from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
-from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool
+from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool, row_index, row_offsets
 from .log.segment_format import read_schema
 from .models import TopicPartition
 from .names import validate_id, validate_partition
@@ -52,6 +53,8 @@ class _Block:
     table: pa.Table
     #: the segment's average decoded bytes per record (what poll sizes are counted in)
     row_bytes: float
+    #: its rows' offsets, for a compacted segment (offsets with gaps); None: consecutive
+    offsets: np.ndarray | None = None
 
 
 @dataclass
@@ -68,6 +71,7 @@ class _Plan:
     block_start: int = 0
     block_stop: int = 0
     row_bytes: float = 1.0
+    block_offsets: np.ndarray | None = None
 
 
 def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: Iterable[TopicPartition]
@@ -283,13 +287,24 @@ class Consumer:
         plan = self._plans.get(tp)
         if plan is None or plan.block is None:
             return None
-        position = plan.position
-        if not (plan.block_start <= position and position + max_records <= plan.block_stop
-                and max_records * plan.row_bytes <= max_bytes and self._positions.get(tp) == position):
+        position, offsets = plan.position, plan.block_offsets
+        if not (plan.block_start <= position and max_records * plan.row_bytes <= max_bytes
+                and self._positions.get(tp) == position):
             return None
-        plan.position = self._positions[tp] = position + max_records
+        if offsets is None:
+            row, available = position - plan.block_start, plan.block_stop - position
+        else:  # a compacted segment: its rows' offsets have gaps
+            row = row_index(offsets, plan.block_start, position)
+            available = row_index(offsets, plan.block_start, plan.block_stop) - row
+        if max_records > available:
+            return None
+        if offsets is None:
+            after = position + max_records
+        else:
+            after = plan.block_stop if available == max_records else int(offsets[row + max_records - 1]) + 1
+        plan.position = self._positions[tp] = after
         self._next = (self._next + 1) % n
-        return plan.block.slice(position - plan.block_start, max_records)
+        return plan.block.slice(row, max_records)
 
     def _fetch(self, max_records: int | None, max_bytes: int) -> list[tuple[str, pa.Table]]:
         """(topic, records) of each partition read, taking turns between partitions."""
@@ -362,14 +377,26 @@ class Consumer:
                     position = self._next_block(tp, plan, position)
                     if position >= plan.block_stop:
                         break  # only skipped segments up to the plan's end
-                count = min(plan.block_stop - position, int(min(limit, budget[0] // plan.row_bytes)))
+                offsets = plan.block_offsets
+                if offsets is None:
+                    row, available = position - plan.block_start, plan.block_stop - position
+                else:  # a compacted segment: offsets have gaps (aborted records dropped)
+                    row = row_index(offsets, plan.block_start, position)
+                    available = row_index(offsets, plan.block_start, plan.block_stop) - row
+                    if available <= 0:
+                        position = plan.block_stop  # only gaps left in this block
+                        continue
+                count = min(available, int(min(limit, budget[0] // plan.row_bytes)))
                 if count <= 0:
                     if parts or not first:
                         break
                     count = 1  # a poll returns at least one record, however large
                 assert plan.block is not None
-                parts.append(plan.block.slice(position - plan.block_start, count))
-                position += count
+                parts.append(plan.block.slice(row, count))
+                if offsets is None:
+                    position += count
+                else:
+                    position = plan.block_stop if count == available else int(offsets[row + count - 1]) + 1
                 limit -= count
                 budget[0] -= count * plan.row_bytes
         finally:
@@ -389,7 +416,7 @@ class Consumer:
             position = max(position, min(segments[i].end_offset, plan.end))
             i += 1
         plan.index = i
-        plan.block, plan.block_start, plan.block_stop = None, position, position
+        plan.block, plan.block_start, plan.block_stop, plan.block_offsets = None, position, position, None
         if i == len(segments) or position >= plan.end:
             return position
         seg = segments[i]
@@ -403,8 +430,9 @@ class Consumer:
             self._prefetch(segments, i + 1)
             block = self._blocks[tp] = _Block(seg.object_key, self._metadata.add(table, tp.topic, tp.partition,
                                                                                 seg.base_offset),
-                                              max(table.nbytes / max(table.num_rows, 1), 1.0))
-        plan.block, plan.block_start = block.table, seg.base_offset
+                                              max(table.nbytes / max(table.num_rows, 1), 1.0),
+                                              row_offsets(table) if seg.has_gaps else None)
+        plan.block, plan.block_start, plan.block_offsets = block.table, seg.base_offset, block.offsets
         plan.block_stop, plan.row_bytes = min(seg.end_offset, plan.end), block.row_bytes
         return position
 

@@ -182,3 +182,25 @@ class SchemaVersionError(TxnBrokerError):
     run `txn-broker db upgrade` with the owner role."""
 
     fatal = True
+
+
+# -- Iceberg tables (txn_broker/iceberg, docs/iceberg.md) -------------------------------------
+
+
+class IcebergSchemaError(InvalidConfigError):
+    """The topic's schema has a type an Iceberg table cannot hold without loss; nothing
+    was written (docs/iceberg.md, "Schema")."""
+
+
+class CatalogUnavailableError(TxnBrokerError):
+    """The Iceberg catalog cannot be reached or failed; retry with backoff. Nothing was
+    committed to the table by the failing call."""
+
+    retriable = True
+
+
+class IcebergCommitConflictError(TxnBrokerError):
+    """Another publisher committed to the table first; this one's files are orphans (gc
+    removes them) and it publishes again from the table's new offsets. Retry."""
+
+    retriable = True

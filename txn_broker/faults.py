@@ -26,7 +26,11 @@ segments; the driver-side commit is about to register them), spark.after_registe
 are registered in the open transaction), spark.before_commit (``txn_stage``: the stage's
 work is done, its offsets and commit are next), spark.task_write (in an executor: a write
 task converted its input and uploads next; a ``sleep`` there keeps a stage's tasks
-running, so a test can lose an executor mid-stage).
+running, so a test can lose an executor mid-stage); in compaction
+(:mod:`txn_broker.rewrite`), rewrite.before_swap (the merged output is written, not
+registered) and rewrite.after_swap (registered, the inputs queued for deletion); and in
+the Iceberg publisher: iceberg.after_write (a publish wrote its data files; the table
+commit is next) and iceberg.after_commit (the table snapshot is committed).
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ POINTS = (
     "spark.after_register",
     "spark.before_commit",
     "spark.task_write",
+    "rewrite.before_swap",
+    "rewrite.after_swap",
+    "iceberg.after_write",
+    "iceberg.after_commit",
 )
 
 

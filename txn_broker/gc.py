@@ -1,6 +1,6 @@
 """Garbage collection: deleting the objects no reader can need any more.
 
-``collect_garbage(db, store, settings)`` does four things, each idempotent and safe to run while
+``collect_garbage(db, store, settings)`` does five things, each idempotent and safe to run while
 producers, consumers and other gc runs are active:
 
 1. **Aborted transactions.** The segments of an aborted transaction are *purged*: their
@@ -18,11 +18,18 @@ producers, consumers and other gc runs are active:
    transaction that is still open, nor past records a read_committed reader has not been
    able to see yet. Group offsets below the new log start stay as they are; consumers reset
    them (Kafka's out-of-range semantics).
-3. **The deletion queue.** Queued objects are deleted once they have waited
+3. **Compaction** (topic configs ``segment.bytes`` and ``min.compaction.lag.ms``,
+   :mod:`txn_broker.compaction`). Runs of small committed segments below the last stable
+   offset are merged into segments of about ``segment.bytes``, without the records of
+   aborted transactions; the merged segments' objects are queued for deletion.
+4. **The deletion queue.** Queued objects are deleted once they have waited
    ``delete_delay_ms`` (default 60 s, Kafka's ``file.delete.delay.ms``), so that a reader
    that planned its fetch just before the metadata changed can still load them.
-4. **Orphans**: objects under ``topics/`` that no metadata references (see
+5. **Orphans**: objects under ``topics/`` that no metadata references (see
    :mod:`txn_broker.orphans`), once older than ``orphan_grace_ms``.
+6. **Iceberg warehouse orphans**: files under ``iceberg/`` (the default Iceberg catalog's
+   warehouse) that no table references, once older than ``orphan_grace_ms``
+   (:mod:`txn_broker.iceberg.warehouse`; only when there is such a warehouse).
 
 Order of operations: metadata first, in a database transaction, then objects. A crash
 between the two leaves an object that is queued (deleted by the next run) or unreferenced
@@ -41,13 +48,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from .compaction import compact as compact_topics
 from .config import Settings
 from .database import Database, Tx
 from .errors import InvalidConfigError
+from .iceberg.settings import WAREHOUSE_PREFIX
 from .log.partition import partitions_page
 from .log.truncation import LogTruncation, Retention, truncate_partition
 from .orphans import Orphan, db_now_ms, default_grace_ms, find_orphans
 from .storage import ObjectStore
+from .topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +93,18 @@ class GcReport:
     orphan_bytes: int = 0
     #: unregistered objects younger than the grace period, kept
     orphans_within_grace: int = 0
+    #: compaction (txn_broker/compaction.py): small segments merged, their objects queued
+    compacted_segments: int = 0
+    compacted_bytes: int = 0
+    #: merged segments written (dry run: planned)
+    compaction_outputs: int = 0
+    #: merges refused because their inputs changed meanwhile (left for the next run)
+    compaction_conflicts: int = 0
+    #: files under iceberg/ no table references, older than the grace period, deleted
+    iceberg_orphans_deleted: int = 0
+    iceberg_orphan_bytes: int = 0
+    #: ... younger than the grace period (a publisher's files not committed yet), kept
+    iceberg_orphans_within_grace: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -90,12 +112,13 @@ class GcReport:
 
 def collect_garbage(db: Database, store: ObjectStore, settings: Settings, *, dry_run: bool = False,
                     orphan_grace_ms: int | None = None, delete_delay_ms: int = DEFAULT_DELETE_DELAY_MS,
-                    progress: Progress | None = None) -> GcReport:
+                    progress: Progress | None = None, compact: bool = True) -> GcReport:
     """Run every gc step (module docstring) and report what was done.
 
     ``orphan_grace_ms``: unregistered objects younger than this are kept (default
     :func:`txn_broker.orphans.default_grace_ms`: at least a day). ``delete_delay_ms``:
     how long queued objects wait. ``dry_run``: change nothing, report what would be done.
+    ``compact``: also merge small segments (step 3 of the module docstring).
     Raises InvalidConfigError for negative durations; DatabaseUnavailableError or
     StorageUnavailableError (retriable: whatever was done stays done, the rest is picked
     up by the next run)."""
@@ -107,10 +130,14 @@ def collect_garbage(db: Database, store: ObjectStore, settings: Settings, *, dry
     _purge_aborted(db, report)
     say("applying retention")
     _apply_retention(db, report, say)
+    if compact:
+        say("compacting small segments")
+        _compact(db, store, settings, report, say)
     say("deleting queued objects")
     _delete_queued(db, store, report)
     say("looking for orphan objects")
     _delete_orphans(db, store, report, say)
+    _delete_warehouse_orphans(db, store, report, say)
     log.info("gc%s: %s", " (dry run)" if dry_run else "", json.dumps(report.to_dict()))
     return report
 
@@ -184,7 +211,20 @@ def _apply_retention(db: Database, report: GcReport, say: Progress) -> None:
         after = (page[-1].topic_id, page[-1].partition_no)
 
 
-# -- 3. the deletion queue ----------------------------------------------------------------
+# -- 3. compaction ------------------------------------------------------------------------
+
+
+def _compact(db: Database, store: ObjectStore, settings: Settings, report: GcReport, say: Progress) -> None:
+    topics = Topics(db, settings)
+    done = compact_topics(db, store, settings, partial(topics.get, refresh=True), dry_run=report.dry_run,
+                          progress=lambda message: say(f"compacting: {message}"))
+    report.compacted_segments += done.segments_replaced
+    report.compacted_bytes += done.bytes_replaced
+    report.compaction_outputs += done.segments_written
+    report.compaction_conflicts += done.conflicts
+
+
+# -- 4. the deletion queue ----------------------------------------------------------------
 
 
 def _delete_queued(db: Database, store: ObjectStore, report: GcReport) -> None:
@@ -213,7 +253,7 @@ def _delete_queued(db: Database, store: ObjectStore, report: GcReport) -> None:
     report.objects_waiting = int(db.read(lambda tx: tx.scalar("waiting_object_deletions", delay_ms=delay)))
 
 
-# -- 4. orphans ---------------------------------------------------------------------------
+# -- 5. orphans ---------------------------------------------------------------------------
 
 
 def _delete_orphans(db: Database, store: ObjectStore, report: GcReport, say: Progress) -> None:
@@ -237,3 +277,34 @@ def _delete_orphans(db: Database, store: ObjectStore, report: GcReport, say: Pro
             batch = []
             say(f"orphans: {report.orphans_deleted} deleted so far")
     delete(batch)
+
+
+# -- 5. Iceberg warehouse orphans ---------------------------------------------------------
+
+
+def _delete_warehouse_orphans(db: Database, store: ObjectStore, report: GcReport, say: Progress) -> None:
+    if next(iter(store.list(WAREHOUSE_PREFIX)), None) is None:
+        return  # no default Iceberg catalog here: nothing to read pyiceberg for
+    say("looking for Iceberg warehouse orphans")
+    from .iceberg.catalog import open_catalog
+    from .iceberg.settings import IcebergSettings
+    from .iceberg.warehouse import find_warehouse_orphans
+
+    catalog = open_catalog(IcebergSettings(), db.url.render_as_string(hide_password=False), store)
+    try:
+        due = []
+        for orphan in find_warehouse_orphans(catalog, store, db_now_ms(db)):
+            if orphan.age_ms < report.orphan_grace_ms:
+                report.iceberg_orphans_within_grace += 1
+            else:
+                due.append(orphan)
+        if due and not report.dry_run:
+            store.delete([o.key for o in due])
+            for o in due:
+                log.info("deleted Iceberg orphan file %s (%d bytes, %d ms old)", o.key, o.size, o.age_ms)
+        report.iceberg_orphans_deleted += len(due)
+        report.iceberg_orphan_bytes += sum(o.size for o in due)
+    finally:
+        engine = getattr(catalog, "engine", None)
+        if engine is not None:
+            engine.dispose()

@@ -71,6 +71,13 @@ def positive(key: str, value: object) -> int:
     return number
 
 
+def non_negative(key: str, value: object) -> int:
+    number = as_int(key, value)
+    if number < 0:
+        raise InvalidConfigError(f"topic config {key} must be zero or positive, got {number}")
+    return number
+
+
 def as_bool(key: str, value: object) -> bool:
     """``true``/``false`` (any case) or a Python bool."""
     if isinstance(value, bool):
@@ -118,6 +125,20 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("compression.type", "zstd", _compression,
                 "how new segments are compressed: uncompressed, lz4 or zstd",
                 legacy="uncompressed"),
+    # compaction (txn_broker/compaction.py)
+    TopicConfig("segment.bytes", lambda s: s.segment_bytes, positive,
+                "compaction merges a partition's small committed segments into segments of about this size",
+                takes_effect="next gc"),
+    TopicConfig("min.compaction.lag.ms", 60_000, non_negative,
+                "a segment is merged by compaction only once it is at least this old (ms; 0: at once)",
+                takes_effect="next gc"),
+    # Iceberg (docs/iceberg.md, txn_broker/iceberg)
+    TopicConfig("iceberg.enabled", False, as_bool,
+                "publish the topic's committed records to an Iceberg table (txn-broker iceberg sync/run)",
+                takes_effect="next publish"),
+    TopicConfig("iceberg.target.file.bytes", 128 * 1024 * 1024, positive,
+                "the size the Iceberg table's Parquet data files aim at (Iceberg's write.target-file-size-bytes)",
+                takes_effect="next publish"),
 )}
 
 

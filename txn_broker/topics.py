@@ -61,6 +61,10 @@ class Topics:
             raise InvalidConfigError(f"partitions must be an int in 1..{MAX_PARTITIONS}, got {partitions!r}")
         schema = DEFAULT_SCHEMA if schema is None else validate_topic_schema(schema)
         conf = validate_config(config, self.settings)
+        if conf.get("iceberg.enabled"):
+            from .iceberg.schema import check_representable
+
+            check_representable(schema)  # IcebergSchemaError before anything is written
 
         def work(tx: Tx) -> TopicMeta:
             topic_id = int(tx.scalar("next_id", name="topic_id"))

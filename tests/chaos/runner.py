@@ -15,10 +15,16 @@ Nemeses (``ChaosConfig.nemeses``):
 * ``pg-restart``: ``pg_ctl stop -m immediate`` (a crash), then start PostgreSQL again;
 * ``s3``: phases of 5xx answers, slow answers, uploads cut off and lost PUT replies,
   and short outages, through ``s3proxy.py``;
+* ``compact``: ``txn-broker compact`` (segments at least :data:`COMPACT_MIN_AGE_MS` old) or
+  ``txn-broker gc`` (a short delete delay, so readers in flight lose the objects they planned
+  on and plan again), in a process of its own, sometimes SIGKILLed before or after a merge's
+  swap; concurrently with every client, the other nemeses and, now and then, a second
+  compactor;
 * sweeps always run concurrently with live producers (the ``sweeper`` client).
 
 After the run: faults healed, clients stopped, expired transactions swept, the copiers
-drained (so nothing consumed may be lost), then every partition read from 0 to its high
+drained (so nothing consumed may be lost), with the ``compact`` nemesis every partition
+compacted, then every partition read from 0 to its high
 watermark at read_uncommitted and to its last stable offset at read_committed.
 """
 
@@ -45,8 +51,11 @@ from chaos.history import History
 from txn_broker import TopicPartition
 
 ROOT = Path(__file__).resolve().parents[2]
-ALL_NEMESES = ("kill", "commit-kill", "pause", "pg-restart", "s3")
-NEMESIS_WEIGHTS = {"kill": 4, "pause": 2, "pg-restart": 1, "s3": 3}
+ALL_NEMESES = ("kill", "commit-kill", "pause", "pg-restart", "s3", "compact")
+NEMESIS_WEIGHTS = {"kill": 4, "pause": 2, "pg-restart": 1, "s3": 3, "compact": 3}
+#: the age a segment must reach before the compact nemesis merges it: above the clients'
+#: transaction timeout, so that a retried append finds the segment it is a retry of
+COMPACT_MIN_AGE_MS = 10_000
 READY_TIMEOUT_S = 240
 TRANSACTIONAL = ("txn-producer", "feeder", "transfer", "copier")
 
@@ -222,6 +231,31 @@ class ChaosRun:
         self.stop.wait(self.rng.uniform(2.0, 6.0) if phase != "outage" else self.rng.uniform(1.0, 4.0))
         self.proxy_config({"error": 0.0, "slow": 0.0, "drop": 0.0, "lost_reply": 0.0})
 
+    def nemesis_compact(self) -> None:
+        mode = self.rng.choice(["compact", "compact", "kill-before-swap", "kill-after-swap", "gc", "two"])
+        env = self.env(faulty=False)
+        if mode.startswith("kill"):
+            env["TXN_BROKER_FAULTS"] = ("rewrite.before_swap" if mode == "kill-before-swap"
+                                        else "rewrite.after_swap") + "=kill"
+        args = (["gc", "--delete-delay-ms", "3000", "--orphan-grace-ms", str(10**9)] if mode == "gc"
+                else ["compact", "--min-age-ms", str(COMPACT_MIN_AGE_MS)])
+        command = [sys.executable, "-m", "txn_broker.cli", "--json", *args]
+        procs = [subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(2 if mode == "two" else 1)]
+        codes = []
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            codes.append(proc.returncode)
+            if proc.returncode not in (0, -9):
+                # a database or storage fault of another nemesis: retriable, the next run does it
+                with (self.out / "compact.log").open("ab") as log:
+                    log.write(err[-2000:])
+        self.note("compact-" + mode, codes=codes, report=(out or b"")[-300:].decode(errors="replace"))
+
     def proxy_config(self, config: dict[str, Any]) -> None:
         assert self.proxy_url
         request = urllib.request.Request(self.proxy_url + "/__chaos__/config", data=json.dumps(config).encode(),
@@ -353,6 +387,12 @@ class ChaosRun:
                 if p.wait(timeout=300) != 0:
                     raise RuntimeError(f"a draining copier failed; see {self.out}/client-copier*.log")
             self.sweep(broker, wait=False)
+            if "compact" in self.config.nemeses:
+                # everything is decided and no client is left: merge all of it, so that the
+                # final reads are of compacted partitions, checked against every poll and ack
+                done = broker.compact(min_age_ms=0)
+                self.note("compact-final", merged=done.segments_replaced, written=done.segments_written,
+                          dropped=done.aborted_records_dropped)
         finally:
             broker.close()
 

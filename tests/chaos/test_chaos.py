@@ -19,7 +19,7 @@ from chaos.conftest import chaos_out
 from chaos.runner import ALL_NEMESES, ChaosConfig, ChaosRun
 
 SHORT = [
-    pytest.param("sqlite", 1, ("kill", "commit-kill", "pause"), 15, id="sqlite-seed1"),
+    pytest.param("sqlite", 1, ("kill", "commit-kill", "pause", "compact"), 15, id="sqlite-seed1"),
     pytest.param("postgres", 2, ALL_NEMESES, 25, id="postgres-seed2"),
     pytest.param("postgres", 3, ALL_NEMESES, 25, id="postgres-seed3"),
 ]
@@ -70,5 +70,5 @@ def test_chaos_short(kind, seed, nemeses, duration, make_backend, tmp_path, requ
 @pytest.mark.parametrize("seed", long_seeds())
 def test_chaos_long(seed, make_backend, tmp_path, request):
     kind = "postgres" if seed % 2 else "sqlite"
-    nemeses = ALL_NEMESES if kind == "postgres" else ("kill", "commit-kill", "pause")
+    nemeses = ALL_NEMESES if kind == "postgres" else ("kill", "commit-kill", "pause", "compact")
     execute(make_backend, tmp_path, request, kind, seed, nemeses, float(os.environ.get("CHAOS_DURATION", "75")))

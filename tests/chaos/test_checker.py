@@ -319,3 +319,18 @@ def test_report_lists_examples(anomaly):
     report = check(events)
     report.add(anomaly, {"x": 1})
     assert not report.ok and report.to_json()["examples"][anomaly] == [{"x": 1}]
+
+
+def test_a_read_uncommitted_reader_may_skip_aborted_records_compaction_dropped():
+    events = valid_history()
+    # compaction merged q-0 and dropped the aborted x1 at q-0@2: gone from the final
+    # read_uncommitted read too, so a read_uncommitted reader that skipped it is fine
+    finals(events, "q", 0)["ru"] = [[0, "a1"], [1, "s1"], [3, "u2"]]
+    h = History(process="r4")
+    h.assign("R4", RU, [["q", 0, 0]])
+    h.poll("R4", RU, [["q", 0, 0, "a1"], ["q", 0, 1, "s1"], ["q", 0, 3, "u2"]])
+    events += h.events
+    assert check(events).ok
+    # an aborted record still there at the end, skipped: still an anomaly
+    finals(events, "q", 0)["ru"] = [[0, "a1"], [1, "s1"], [2, "x1"], [3, "u2"]]
+    only(check(events), "nonmonotonic_poll")

@@ -23,7 +23,8 @@ def test_topics_create_list_describe_delete(backend, tmp_path):
     assert set(created) == TOPIC_KEYS
     assert created["config"] == {"retention.ms": 86400000, "retention.bytes": 1000000,
                                  "max.message.bytes": 1048588,
-                                 "compression.type": TOPIC_CONFIGS["compression.type"].default}
+                                 "compression.type": TOPIC_CONFIGS["compression.type"].default,
+                                 "segment.bytes": 8 * 1024 * 1024, "min.compaction.lag.ms": 60_000}
     assert created["schema"] == {"fields": [
         {"name": "order_id", "type": "string", "nullable": False},
         {"name": "amount", "type": "double", "nullable": True},

@@ -57,6 +57,10 @@ def needed_privileges() -> dict[str, set[str]]:
             assert locked
             need[locked.group(1)].add("UPDATE")
     need["schema_migrations"].add("SELECT")  # require_current()
+    # the default Iceberg catalog: pyiceberg's SqlCatalog inserts, updates (its commit's
+    # compare-and-set) and deletes (drop table, namespace properties) its own rows
+    for table in ("iceberg_tables", "iceberg_namespace_properties"):
+        need[table] |= {"SELECT", "INSERT", "UPDATE", "DELETE"}
     return {t: p for t, p in need.items() if not t.startswith("pg_")}
 
 

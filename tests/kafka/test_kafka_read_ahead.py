@@ -114,3 +114,44 @@ def test_a_fetch_half_full_does_not_wait_for_a_segment_not_loaded_yet(topic):
     wait_until(lambda: kafka._cache.holds(keys[2]) and kafka._cache.holds(keys[3]))  # "b" and "c"
     # loaded segments are read on into the budget
     assert batches(kafka.fetch("ahead", 0, 20, 100_000, READ_COMMITTED).records) == [(20, 29, False), (30, 39, False)]
+
+
+def test_a_compacted_segment_is_fetched_with_its_gaps(backend):
+    """After compaction the aborted records are gaps inside one segment: batches carry
+    offset deltas with gaps, the segment's last batch spans its trailing gap, and a Fetch
+    from inside a gap passes over it; every record comes once, with its own offset."""
+    from txn_broker.kafka.recordbatch import decode_batches
+
+    broker = backend.connect()
+    broker.create_topic("gaps", partitions=1, config={"min.compaction.lag.ms": 0})
+    producer = broker.producer(transactional_id="gaps")
+    producer.init_transactions()
+    for tag, commit in (("a", True), ("x", False), ("b", True), ("y", False)):
+        producer.begin_transaction()
+        producer.send("gaps", records(tag, 10), partition=0)
+        producer.flush()
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    producer.close()
+    assert broker.compact().segments_written == 1
+    kafka = KafkaBackend(broker)
+    for isolation in (READ_COMMITTED, 0):
+        seen: list[tuple[int, bytes]] = []
+        position, fetches = 0, 0
+        while position < 40:
+            answer = kafka.fetch("gaps", 0, position, 300, isolation)
+            for batch in decode_batches(b"".join(bytes(p) for p in answer.records)):
+                if not batch.control:
+                    seen += [(batch.base_offset + r.offset_delta, r.key) for r in batch.records]
+                position = max(position, batch.base_offset + batch.last_offset_delta + 1)
+            fetches += 1
+            assert fetches < 50
+        assert [o for o, _ in seen] == [*range(0, 10), *range(20, 30)]
+        assert [k for _, k in seen] == [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)]
+    # from inside the leading gap of "b" (an aborted transaction's offsets)
+    answer = batches(kafka.fetch("gaps", 0, 12, 100_000, READ_COMMITTED).records)
+    assert answer == [(20, 39, False)]
+    # from inside the trailing gap: passed over, as an aborted segment is
+    assert batches(kafka.fetch("gaps", 0, 35, 100_000, READ_COMMITTED).records) == [(35, 39, True)]
+    offset, _ = kafka.list_offset("gaps", 0, 0, READ_COMMITTED)
+    assert offset == 0
+    assert broker.fsck().ok

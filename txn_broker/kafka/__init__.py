@@ -7,7 +7,8 @@ protocol (message schemas from ``kio``, generated from Kafka's JSON definitions)
 
 from __future__ import annotations
 
+from .apis import SUPPORTED
 from .security import SaslUsers, tls_context
-from .server import SUPPORTED, KafkaServer, serve
+from .server import KafkaServer, serve
 
 __all__ = ["SUPPORTED", "KafkaServer", "SaslUsers", "serve", "tls_context"]

@@ -47,8 +47,8 @@ from ..errors import (
 )
 from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
-from ..log.reader import SegmentCache, prefetch_pool, read_rows
-from ..log.segment_format import TIMESTAMP_TYPE
+from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
+from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import TopicPartition
@@ -346,17 +346,38 @@ class KafkaBackend:
             if size >= max_bytes // 2 and not self._loaded(seg):
                 break  # half the budget is here: sent now, while that segment is read ahead
             rows = read_rows(self._segment(seg), seg, position, stop)
+            # a compacted segment's rows carry their offsets (gaps: aborted records dropped);
+            # a batch's records then have offset deltas with gaps, which Kafka allows, and
+            # the segment's last batch spans its trailing gap (the client continues after it)
+            stored = row_offsets(rows)
+            if stored is not None:
+                rows = rows.drop_columns([OFFSET_COLUMN])
+                if not rows.num_rows:  # only gaps from here to the segment's end: passed over
+                    out.append(control_batch(position, stop - 1 - position, now, commit=False))
+                    size += len(out[-1])
+                    position = stop
+                    continue
             row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
             start = 0
             while start < rows.num_rows and not (out and size >= max_bytes):
                 # about the bytes left of the budget (at least one record: Kafka's KIP-74)
                 count = max(min(FETCH_BATCH_BYTES, max_bytes - size) // row_bytes, 1)
                 chunk = rows.slice(start, count)
-                head, body = encode_columns_parts(position, self._to_columns(meta, chunk))
+                if stored is None:
+                    deltas = np.arange(chunk.num_rows, dtype=np.int64)
+                else:
+                    numbers = stored[start:start + chunk.num_rows]
+                    position = int(numbers[0])
+                    deltas = numbers - position
+                last = stop - 1 - position if stored is not None and start + chunk.num_rows == rows.num_rows else None
+                head, body = encode_columns_parts(position, self._to_columns(meta, chunk, deltas),
+                                                  last_offset_delta=last)
                 out += [head, body]
                 size += len(head) + len(body)
-                position += chunk.num_rows
+                position += (int(deltas[-1]) if last is None else last) + 1
                 start += chunk.num_rows
+            if start == rows.num_rows:
+                position = stop  # past the segment's last gap too
         self._read_ahead([seg for seg in segments if seg.end_offset > position and not seg.skipped_at(isolation)])
         return FetchResult(offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset, out)
 
@@ -392,9 +413,8 @@ class KafkaBackend:
                     self._ahead.popitem(last=False)[1].cancel()
                 self._ahead[seg.object_key] = prefetch_pool().submit(self._cache.get, seg)
 
-    def _to_columns(self, meta: TopicMeta, table: pa.Table) -> RecordColumns:
+    def _to_columns(self, meta: TopicMeta, table: pa.Table, deltas: np.ndarray) -> RecordColumns:
         stamps = table.column("_timestamp").cast(pa.int64()).combine_chunks().to_numpy()
-        deltas = np.arange(table.num_rows, dtype=np.int64)
         if meta.schema.equals(DEFAULT_SCHEMA):
             headers = table.column("headers")
             listed = None
@@ -426,10 +446,12 @@ class KafkaBackend:
             if seg.skipped_at(isolation) or seg.end_offset <= offsets.log_start_offset:
                 continue
             rows = read_rows(self._cache.get(seg), seg, offsets.log_start_offset, end)
+            numbers = row_offsets(rows)
             stamps = rows.column("_timestamp").cast(pa.int64()).to_pylist()
             for i, ts in enumerate(stamps):
                 if ts >= timestamp:
-                    return max(seg.base_offset, offsets.log_start_offset) + i, ts
+                    first = max(seg.base_offset, offsets.log_start_offset)
+                    return (first + i if numbers is None else int(numbers[i])), ts
         return end, -1
 
     # -- transactions ----------------------------------------------------------------------

@@ -28,6 +28,8 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from txn_broker.kafka.bounds import LengthError, check_request
+
 API_VERSIONS_KEY = 18
 #: a request frame: bytes, or a read-only view of the buffer it was received into
 Frame = bytes | memoryview
@@ -83,6 +85,12 @@ def decode_request(frame: Frame, supported: dict[int, tuple[int, int]]) -> tuple
         raise FrameError(f"api key {head.api_key} version {head.api_version} is not supported")
     cls = request_class(head.api_key, head.api_version)
     header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    try:
+        # no length kio reads may exceed the frame: its native decoder allocates what a
+        # length announces, and aborts the process when it cannot (docs/kafka-protocol.md)
+        check_request(header_cls, cls, frame)
+    except LengthError as error:
+        raise FrameError(f"malformed request (api key {head.api_key} v{head.api_version}): {error}") from None
     try:
         header, used = entity_reader(header_cls)(frame, 0)
         body, _size = entity_reader(cls)(frame, used)

@@ -501,9 +501,13 @@ def encode_columns(base_offset: int, columns: RecordColumns, *, compression: int
 
 def encode_columns_parts(base_offset: int, columns: RecordColumns, *, compression: int = NONE, attributes: int = 0,
                          producer_id: int = -1, producer_epoch: int = -1,
-                         base_sequence: int = -1) -> tuple[bytes, bytes | memoryview]:
+                         base_sequence: int = -1,
+                         last_offset_delta: int | None = None) -> tuple[bytes, bytes | memoryview]:
     """:func:`encode_columns`'s batch as its header and its records, not joined (a fetch
-    response writes the records from where they were encoded)."""
+    response writes the records from where they were encoded). ``last_offset_delta``: the
+    batch's span when it reaches past its last record (offsets of records removed, as
+    Kafka's log compaction leaves them: clients continue after the span), else the last
+    record's delta."""
     n = len(columns)
     if not n:
         raise ValueError("a batch needs at least one record")
@@ -530,7 +534,8 @@ def encode_columns_parts(base_offset: int, columns: RecordColumns, *, compressio
     offsets = np.frombuffer(records.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * records.offset)
     body = memoryview(records.buffers()[2])[int(offsets[0]):int(offsets[-1])]
     payload = body if compression == NONE else _compress(compression, bytes(body))
-    after = _AFTER_CRC.pack(attributes | compression, int(deltas[-1]), base_ts, int(stamps.max()), producer_id,
+    span = int(deltas[-1]) if last_offset_delta is None else max(last_offset_delta, int(deltas[-1]))
+    after = _AFTER_CRC.pack(attributes | compression, span, base_ts, int(stamps.max()), producer_id,
                             producer_epoch, base_sequence, n)
     crc = crc32c.crc32c(payload, crc32c.crc32c(after))
     prefix = _PREFIX.pack(base_offset, len(after) + len(payload) + 9, 0, 2, crc)

@@ -42,10 +42,24 @@ class PlannedSegment:
     marker: str | None
     #: gc deleted this aborted segment's object; its offsets stay occupied
     purged: bool = False
+    #: records stored, for a compacted segment (its object has an ``_offset`` column, and
+    #: ``record_count`` is the offset span, gaps included); None: ``record_count`` records
+    #: at consecutive offsets
+    row_count: int | None = None
 
     @property
     def end_offset(self) -> int:
         return self.base_offset + self.record_count
+
+    @property
+    def rows(self) -> int:
+        """Records its object holds."""
+        return self.record_count if self.row_count is None else self.row_count
+
+    @property
+    def has_gaps(self) -> bool:
+        """Whether its object stores an ``_offset`` column (a compacted segment)."""
+        return self.row_count is not None
 
     @property
     def aborted(self) -> bool:
@@ -77,7 +91,7 @@ def plan_segments(tx: Tx, topic_id: int, partition: int, start: int, end: int,
     rows = tx.all("fetch_plan", topic_id=topic_id, partition_no=partition, start_offset=start,
                   end_offset=end, max_segments=max_segments)
     return [PlannedSegment(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.txn_id,
-                           r.marker, r.purged_ms is not None)
+                           r.marker, r.purged_ms is not None, r.row_count)
             for r in rows if r.base_offset + r.record_count > start]
 
 

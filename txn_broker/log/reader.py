@@ -1,6 +1,12 @@
 """Reading rows out of segment objects: loading and decoding a planned segment (checked
 against its metadata), a bounded cache of decoded segments, and the metadata columns
-(``_topic``, ``_partition``, ``_offset``) put in front of a segment's rows."""
+(``_topic``, ``_partition``, ``_offset``) put in front of a segment's rows.
+
+A compacted segment (:mod:`txn_broker.compaction`) holds no aborted records: its offsets
+have gaps, so its object stores them, as an ``_offset`` column in front of
+``_timestamp``. :func:`read_rows` finds an offset range's rows by that column and keeps it;
+:func:`with_metadata` and :class:`MetadataColumns` take it as the rows' offsets instead of
+numbering them."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptSegmentError
 from ..storage import ObjectNotFoundError, ObjectStore
 from .partition import PlannedSegment
-from .segment_format import decode_segment
+from .segment_format import OFFSET_COLUMN, decode_segment
 
 _PREFETCH_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
 _PREFETCH_POOL_LOCK = threading.Lock()
@@ -95,19 +101,44 @@ def load_segment(store: ObjectStore, segment: PlannedSegment, data: pa.Buffer | 
     """A planned segment decoded and checked against its metadata; ``data``: its object,
     if fetched already."""
     table = decode_segment(fetch_segment(store, segment) if data is None else data)
-    if table.num_rows != segment.record_count:
+    if table.num_rows != segment.rows:
         raise CorruptSegmentError(
             f"segment object {segment.object_key} holds {table.num_rows} records, "
-            f"its metadata says {segment.record_count}; run `txn-broker fsck`"
+            f"its metadata says {segment.rows}; run `txn-broker fsck`"
+        )
+    if segment.has_gaps != (table.num_columns > 0 and table.schema.names[0] == OFFSET_COLUMN):
+        raise CorruptSegmentError(
+            f"segment object {segment.object_key} {'lacks' if segment.has_gaps else 'has'} an "
+            f"{OFFSET_COLUMN} column, its metadata says it is {'' if segment.has_gaps else 'not '}compacted; "
+            "run `txn-broker fsck`"
         )
     return table
 
 
+def row_offsets(table: pa.Table) -> np.ndarray | None:
+    """The offsets of a compacted segment's rows (its stored ``_offset`` column, first),
+    None for a segment of consecutive offsets."""
+    if not table.num_columns or table.schema.names[0] != OFFSET_COLUMN:
+        return None
+    return np.asarray(table.column(0).combine_chunks().to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def row_index(offsets: np.ndarray | None, first_offset: int, offset: int) -> int:
+    """The index of the first row at or after ``offset`` of a table whose first row is at
+    ``first_offset`` (``offsets``: its rows' offsets, None when they are consecutive)."""
+    if offsets is None:
+        return max(offset - first_offset, 0)
+    return int(np.searchsorted(offsets, offset, side="left"))
+
+
 def with_metadata(rows: pa.Table, topic: str, partition: int, first_offset: int) -> pa.Table:
-    """Rows of a segment (``_timestamp`` first) with ``_topic``, ``_partition``, ``_offset``."""
+    """Rows of a segment (``_timestamp`` first) with ``_topic``, ``_partition``, ``_offset``
+    (numbered from ``first_offset``, or the rows' own ``_offset`` column of a compacted
+    segment)."""
     n = rows.num_rows
-    rows = rows.add_column(0, pa.field("_offset", pa.int64()),
-                           pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)))
+    if row_offsets(rows) is None:
+        rows = rows.add_column(0, pa.field("_offset", pa.int64()),
+                               pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)))
     rows = rows.add_column(0, pa.field("_partition", pa.int32()),
                            pa.array(np.full(n, partition, dtype=np.int32)))
     return rows.add_column(0, pa.field("_topic", pa.string()), _repeated(topic, n))
@@ -139,11 +170,12 @@ class MetadataColumns:
             if len(self._partitions) >= self.keep:
                 self._partitions.clear()
             partitions = self._partitions[partition] = pa.array(np.full(n, partition, dtype=np.int32))
-        numbers = self._range
-        if len(numbers) < n:
-            numbers = self._range = pa.array(np.arange(n, dtype=np.int64))
-        offsets = pc.add(numbers.slice(0, n), pa.scalar(first_offset, pa.int64()))
-        rows = rows.add_column(0, pa.field("_offset", pa.int64()), offsets)
+        if not rows.num_columns or rows.schema.names[0] != OFFSET_COLUMN:  # else a compacted segment's own
+            numbers = self._range
+            if len(numbers) < n:
+                numbers = self._range = pa.array(np.arange(n, dtype=np.int64))
+            offsets = pc.add(numbers.slice(0, n), pa.scalar(first_offset, pa.int64()))
+            rows = rows.add_column(0, pa.field("_offset", pa.int64()), offsets)
         rows = rows.add_column(0, pa.field("_partition", pa.int32()), partitions.slice(0, n))
         return rows.add_column(0, pa.field("_topic", pa.string()), topics.slice(0, n))
 
@@ -159,7 +191,9 @@ def _repeated(text: str, n: int) -> pa.Array:
 
 
 def read_rows(table: pa.Table, segment: PlannedSegment, start: int, end: int) -> pa.Table:
-    """Rows of ``[start, end)`` that lie in the segment."""
-    lo = max(start, segment.base_offset) - segment.base_offset
-    hi = min(end, segment.end_offset) - segment.base_offset
+    """Rows of ``[start, end)`` that lie in the segment (a compacted segment's keep their
+    ``_offset`` column, first: :func:`with_metadata` uses it)."""
+    offsets = row_offsets(table) if segment.has_gaps else None
+    lo = row_index(offsets, segment.base_offset, max(start, segment.base_offset))
+    hi = row_index(offsets, segment.base_offset, min(end, segment.end_offset))
     return table.slice(lo, max(hi - lo, 0))

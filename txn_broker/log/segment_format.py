@@ -11,6 +11,8 @@ from ..errors import InvalidConfigError
 #: columns the broker adds in front of the topic's own on every read
 METADATA_COLUMNS = ("_topic", "_partition", "_offset", "_timestamp")
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+#: a compacted segment's stored offsets (first column; gaps are aborted records dropped)
+OFFSET_COLUMN = "_offset"
 
 #: segment compression codecs (topic config ``compression.type``), Arrow IPC's own
 COMPRESSION_TYPES = ("uncompressed", "lz4", "zstd")

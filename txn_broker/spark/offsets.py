@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..database import Tx
 from ..errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..log.cut import atomic_ends
 from ..log.partition import READ_COMMITTED, partition_offsets
 from ..models import TopicPartition
 
@@ -243,24 +244,12 @@ def resolve_offsets(broker: Broker, topics: str | Iterable[str], starting: str =
 
 def _atomic_ends(tx: Tx, metas: list[TopicMeta], ranges: list[OffsetRange],
                  movable: set[tuple[str, int]]) -> list[OffsetRange]:
-    """Lower ``latest`` ends so that no committed transaction is cut by the read's end."""
-    ids = {m.topic_id: m.name for m in metas}
-    by_tp = {(r.topic, r.partition): r for r in ranges}
-    names = {m.name: m.topic_id for m in metas}
-    todo = set(by_tp)
-    while todo:
-        topic, partition = todo.pop()
-        r = by_tp[(topic, partition)]
-        rows = tx.all("spark_committed_txns_beyond", topic_id=names[topic], partition_no=partition,
-                      end_offset=r.end)
-        for row in rows:
-            other = (ids.get(row.topic_id, ""), row.partition_no)
-            o = by_tp.get(other)
-            if o is None or other not in movable or row.first_offset >= o.end or row.first_offset < o.start:
-                continue  # not read here, already outside the read, or begun before it (no fix)
-            by_tp[other] = OffsetRange(o.topic, o.partition, o.start, row.first_offset)
-            todo.add(other)
-    return [by_tp[(r.topic, r.partition)] for r in ranges]
+    """Lower ``latest`` ends so that no committed transaction is cut by the read's end
+    (:func:`txn_broker.log.cut.atomic_ends`)."""
+    ids = {m.name: m.topic_id for m in metas}
+    ends = atomic_ends(tx, {(ids[r.topic], r.partition): (r.start, r.end) for r in ranges},
+                       {(ids[topic], partition) for topic, partition in movable})
+    return [OffsetRange(r.topic, r.partition, r.start, ends[(ids[r.topic], r.partition)]) for r in ranges]
 
 
 def planned_offsets(df: Any) -> OffsetRanges | None:

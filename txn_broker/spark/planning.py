@@ -15,6 +15,7 @@ further (by offset, inside a segment if need be) until there are that many.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -42,17 +43,28 @@ class SegmentRef:
     size_bytes: int
     start: int
     end: int
+    #: records stored, for a compacted segment (its offsets have gaps); None: consecutive
+    row_count: int | None = None
 
     @property
     def records(self) -> int:
-        return self.end - self.start
+        """Offsets of ``[start, end)``: the records read, or for a compacted segment an
+        estimate (its records spread evenly over its span; gaps are aborted records)."""
+        if self.row_count is None:
+            return self.end - self.start
+        return -(-(self.end - self.start) * self.row_count // max(self.record_count, 1))
 
     @property
     def bytes(self) -> int:
-        return max(self.size_bytes * self.records // max(self.record_count, 1), 1)
+        return max(self.size_bytes * (self.end - self.start) // max(self.record_count, 1), 1)
 
     def planned(self) -> PlannedSegment:
-        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None)
+        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None,
+                              row_count=self.row_count)
+
+    def part(self, start: int, end: int) -> SegmentRef:
+        """The same segment, read from ``[start, end)``."""
+        return dataclasses.replace(self, start=start, end=end)
 
 
 @dataclass
@@ -91,7 +103,8 @@ def _visible(tx: Tx, topic_id: int, r: OffsetRange, isolation_level: str) -> Ite
                     f"{r.topic}-{r.partition}: segment at {seg.base_offset} belongs to an open transaction "
                     f"below the planned end {r.end}; the read's end is past the last stable offset"
                 )
-            yield SegmentRef(seg.object_key, seg.base_offset, seg.record_count, seg.size_bytes, lo, hi)
+            yield SegmentRef(seg.object_key, seg.base_offset, seg.record_count, seg.size_bytes, lo, hi,
+                             seg.row_count)
         position = max(position, page[-1].end_offset)
 
 
@@ -131,12 +144,11 @@ def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_rec
 
 
 def _cut(ref: SegmentRef, max_records: int | None) -> Iterator[SegmentRef]:
-    if max_records is None or ref.records <= max_records:
+    if max_records is None or ref.end - ref.start <= max_records:
         yield ref
         return
     for lo in range(ref.start, ref.end, max_records):
-        yield SegmentRef(ref.object_key, ref.base_offset, ref.record_count, ref.size_bytes, lo,
-                         min(lo + max_records, ref.end))
+        yield ref.part(lo, min(lo + max_records, ref.end))
 
 
 def _at_least(splits: list[TopicSplit], count: int) -> list[TopicSplit]:
@@ -161,11 +173,9 @@ def _at_least(splits: list[TopicSplit], count: int) -> list[TopicSplit]:
                 left.segments.append(seg)
                 taken += seg.records
             else:
-                mid = seg.start + room
-                left.segments.append(SegmentRef(seg.object_key, seg.base_offset, seg.record_count,
-                                                seg.size_bytes, seg.start, mid))
-                right.segments.append(SegmentRef(seg.object_key, seg.base_offset, seg.record_count,
-                                                 seg.size_bytes, mid, seg.end))
+                mid = seg.start + max(room * (seg.end - seg.start) // max(seg.records, 1), 1)
+                left.segments.append(seg.part(seg.start, mid))
+                right.segments.append(seg.part(mid, seg.end))
                 taken = half
         left.end = right.start = right.segments[0].start
         right.end = big.end

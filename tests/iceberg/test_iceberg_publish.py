@@ -1,0 +1,159 @@
+"""Publishing topics to Iceberg tables, on both backends: committed records only, every
+snapshot a set of whole transactions (the bank workload sums to zero in each), the
+table read by pyiceberg and by polars, two publishers at once, status and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+from _bank import (
+    SCHEMA,
+    TOPIC,
+    check_history,
+    check_snapshot,
+    committed_rows,
+    create,
+    table_rows,
+    transfer,
+)
+
+from txn_broker.faults import set_fault_hook
+from txn_broker.log.field_ids import FIELD_ID_KEY
+
+pytestmark = pytest.mark.integration
+
+
+def test_snapshots_hold_whole_committed_transactions(backend, monkeypatch):
+    """An open transaction on partition 0 holds that partition's last stable offset back
+    while later transfers commit: the publish must leave them out of partition 1 too
+    (the consistent cut), then take them once it ends. Aborted transfers never show."""
+    monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    transfer(bank, 5)
+    transfer(bank, 7, abort=True)
+    hanging = broker.producer(transactional_id="hanging")
+    hanging.init_transactions()
+    hanging.begin_transaction()
+    hanging.send(TOPIC, pa.table({"account": ["slow"], "amount": [0]}, schema=SCHEMA), partition=0)
+    hanging.flush()  # registered: partition 0's last stable offset stops here
+    for amount in (1, 2, 3):
+        transfer(bank, amount)
+    first = broker.publish_iceberg()
+    assert [r.rows for r in first] == [2]  # the first transfer; the later ones wait in both partitions
+    # each partition: the first transfer, the aborted one (which occupies an offset), and no
+    # further: partition 1's last stable offset is 5, but its transfers are cut in partition 0
+    assert first[0].offsets == {0: 2, 1: 2}, "a transfer cut by partition 0's open transaction was published"
+    hanging.commit_transaction()
+    transfer(bank, 9, abort=True)
+    transfer(bank, 4)
+    second = broker.publish_iceberg()
+    assert second[0].rows == 9 and second[0].snapshot_id is not None
+    assert broker.publish_iceberg()[0].snapshot_id is None  # nothing new: no snapshot
+
+    table = broker.iceberg_table(TOPIC)
+    assert check_history(table) == 2
+    assert table_rows(table) == committed_rows(broker)
+    summary = table.current_snapshot().summary.additional_properties
+    ends = broker.end_offsets([(TOPIC, 0), (TOPIC, 1)])
+    assert json.loads(summary["txn-broker.offsets"]) == {str(tp.partition): o for tp, o in ends.items()}
+
+    # the columns keep their field ids: 2-4 for the metadata columns, the topic's from 5
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    assert ids == {"_partition": 2, "_offset": 3, "_timestamp": 4, "account": 5, "amount": 6}
+    import pyarrow.parquet as pq
+
+    data_file = next(iter(table.scan().plan_files())).file.file_path
+    with table.io.new_input(data_file).open() as stream:
+        parquet_schema = pq.read_schema(stream)
+    assert {f.name: int(f.metadata[FIELD_ID_KEY]) for f in parquet_schema} == ids
+
+    import polars as pl
+
+    frame = pl.scan_iceberg(table, storage_options=polars_storage_options(table)).collect()
+    assert sorted(frame.select(["_partition", "_offset", "account", "amount"]).rows()) == committed_rows(broker)
+    status = broker.iceberg_status()[0]
+    assert [(p.published_offset, p.offsets_behind) for p in status.partitions] == [(ends[tp], 0) for tp in ends]
+    broker.close()
+
+
+def polars_storage_options(table) -> dict[str, str] | None:
+    """What polars' own S3 client needs that the table does not say: the endpoint of the
+    test's S3 server (credentials come from the AWS variables, as for pyarrow)."""
+    endpoint = table.io.properties.get("s3.endpoint")
+    if endpoint is None:
+        return None
+    return {"aws_endpoint_url": endpoint, "aws_region": table.io.properties.get("s3.region", "us-east-1"),
+            "aws_allow_http": "true"}
+
+
+def test_two_publishers_at_once_cannot_duplicate(backend):
+    """Publisher A writes its files; before it commits, publisher B publishes the same
+    records and commits first. A loses the commit, deletes its files, re-reads the
+    table's offsets and publishes only what B left."""
+    a, b = backend.connect(), backend.connect()
+    create(a)
+    bank = a.producer(transactional_id="bank")
+    bank.init_transactions()
+    for amount in range(1, 6):
+        transfer(bank, amount)
+    raced = []
+
+    def b_commits_first(point: str) -> None:
+        if point == "iceberg.after_write" and not raced:
+            raced.append(True)
+            transfer(bank, 100)  # committed after A's cut: A publishes it on its second attempt
+            assert b.publish_iceberg()[0].rows == 12
+
+    set_fault_hook(b_commits_first)
+    try:
+        result = a.publish_iceberg()[0]
+    finally:
+        set_fault_hook(None)
+    assert result.attempts == 2 and result.rows == 0 and result.snapshot_id is None
+    assert a.publish_iceberg()[0].rows == 0  # B took everything already
+    table = a.iceberg_table(TOPIC)
+    assert check_history(table) == 1
+    assert table_rows(table) == committed_rows(a)
+    # A's files of its lost attempt were deleted: only the table's own files remain
+    referenced = {t.file.file_path for t in table.scan().plan_files()}
+    stored = {f"{backend.storage_url.rstrip('/')}/{o.key}" for o in a._store.list("iceberg/")
+              if o.key.endswith(".parquet")}
+    assert stored == referenced
+    a.close()
+    b.close()
+
+
+def test_cli_sync_and_status(backend):
+    from cli._cli import run
+
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    transfer(bank, 3)
+    status = run(backend, "iceberg", "status", "--json").json()
+    assert [(p["published_offset"], p["last_stable_offset"]) for p in status[0]["partitions"]] == [(0, 1), (0, 1)]
+    assert run(backend, "iceberg", "sync", TOPIC, "--json").json()[0]["rows"] == 2
+    table = run(backend, "iceberg", "status")
+    assert "txn_broker.bank" in table.out and "SECONDS_BEHIND" in table.out
+    assert "unknown topic" in run(backend, "iceberg", "sync", "nope", expect=2).err
+    check_snapshot(broker.iceberg_table(TOPIC).scan().to_arrow())
+    broker.close()
+
+
+def test_import_txn_broker_does_not_import_pyiceberg(backend):
+    """pyiceberg is imported only when a topic uses Iceberg: not by `import txn_broker`,
+    nor by a broker whose topics do not (gc included)."""
+    code = ("import sys, txn_broker; b = txn_broker.connect(); b.create_topic('plain'); b.gc(); "
+            "assert 'pyiceberg' not in sys.modules, 'pyiceberg imported'")
+    env = {**os.environ, **backend.env}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -1,0 +1,86 @@
+"""The shared rewrite planner (txn_broker/rewrite.py): runs of consecutive small files
+grouped toward a target size, at least two inputs, files near the target, files that may
+not move and offset gaps ending a run; the executor's steps in order, and a refused swap
+discarding its output."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from txn_broker.errors import InvalidConfigError
+from txn_broker.rewrite import RewriteFile, RewriteGroup, plan_rewrite, run_rewrite
+
+
+def files(*sizes: int, movable: tuple[int, ...] = ()) -> list[RewriteFile]:
+    out, start = [], 0
+    for i, size in enumerate(sizes):
+        out.append(RewriteFile(f"f{i}", start, start + 10, size, movable=i not in movable))
+        start += 10
+    return out
+
+
+def keys(groups: list[RewriteGroup]) -> list[list[str]]:
+    return [g.keys for g in groups]
+
+
+def test_small_files_are_packed_toward_the_target():
+    assert keys(plan_rewrite(files(10, 10, 10, 10, 10), 30)) == [["f0", "f1", "f2"], ["f3", "f4"]]
+    assert keys(plan_rewrite(files(10, 25, 10), 30)) == []  # 10+25 > 30, 25+10 > 30: nothing pairs
+    assert keys(plan_rewrite(files(10), 100)) == []  # one file: nothing to merge
+
+
+def test_near_target_files_unmovable_files_and_gaps_end_runs():
+    assert keys(plan_rewrite(files(10, 10, 80, 10, 10), 100)) == [["f0", "f1"], ["f3", "f4"]]
+    assert keys(plan_rewrite(files(10, 10, 10, 10, movable=(2,)), 100)) == [["f0", "f1"]]
+    gap = [RewriteFile("a", 0, 10, 5), RewriteFile("b", 10, 20, 5), RewriteFile("c", 25, 30, 5),
+           RewriteFile("d", 30, 40, 5)]
+    groups = plan_rewrite(gap, 100)
+    assert keys(groups) == [["a", "b"], ["c", "d"]]
+    assert (groups[0].start, groups[0].end, groups[0].size) == (0, 20, 10)
+
+
+def test_files_bringing_no_bytes_join_but_never_make_a_group_alone():
+    assert keys(plan_rewrite(files(0, 0, 0), 100)) == []
+    assert keys(plan_rewrite(files(0, 50, 0, 0, 50, 0), 100)) == [["f0", "f1", "f2", "f3", "f4", "f5"]]
+    assert keys(plan_rewrite(files(*[1] * 7), 100, max_inputs=3)) == [["f0", "f1", "f2"], ["f3", "f4", "f5"]]
+
+
+def test_a_target_must_be_positive():
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(InvalidConfigError):
+            plan_rewrite(files(1, 1), bad)  # type: ignore[arg-type]
+
+
+class Recorder:
+    """A rewrite target keeping what the executor asked of it."""
+
+    def __init__(self, swaps: bool) -> None:
+        self.swaps, self.steps = swaps, []
+
+    def read(self, group):
+        self.steps.append("read")
+        return [pa.table({"x": [1, 2]}), pa.table({"x": pa.array([], pa.int64())})]
+
+    def write(self, group, tables):
+        self.steps.append(("write", sum(t.num_rows for t in tables), len(tables)))
+        return "out"
+
+    def swap(self, group, output):
+        self.steps.append(("swap", output))
+        return self.swaps
+
+    def discard(self, output):
+        self.steps.append(("discard", output))
+
+
+def test_the_executor_reads_writes_swaps_and_discards_a_refused_output():
+    group = plan_rewrite(files(1, 1), 10)[0]
+    done = Recorder(swaps=True)
+    result = run_rewrite(done, group)
+    assert result.swapped and not result.conflict and result.rows == 2 and result.output == "out"
+    assert done.steps == ["read", ("write", 2, 1), ("swap", "out")]
+    refused = Recorder(swaps=False)
+    result = run_rewrite(refused, group)
+    assert result.conflict and not result.swapped
+    assert refused.steps[-1] == ("discard", "out")

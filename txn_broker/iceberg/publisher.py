@@ -1,0 +1,265 @@
+"""The publisher: a topic's committed records into its Iceberg table, exactly once.
+
+One publish of a topic:
+
+1. **Where the table stands.** The table's current snapshot (or, if another writer
+   added snapshots without it, its nearest ancestor that has one) records in its summary,
+   under ``txn-broker.offsets``, the next offset of every partition it holds.
+2. **The cut.** Every partition's last stable offset is read in one database snapshot and
+   lowered where needed so that no committed transaction is cut (:mod:`txn_broker.log.cut`):
+   each partition's range ``[published, cut)`` then holds whole transactions only.
+3. **The files.** Each partition's committed records of its range (read_committed: the
+   segments of aborted transactions are never read) are written as Parquet data files of
+   about ``iceberg.target.file.bytes``.
+4. **The commit.** One snapshot appends them all, its summary recording the new offsets.
+   The commit asserts that the table's current snapshot is still the one read in step 1
+   (Iceberg's optimistic commit; pyiceberg's own retry is switched off for these tables):
+   if another publisher committed first, this one's files are deleted (what a crash leaves
+   is gc's) and it starts again from step 1 with the winner's offsets.
+
+A publisher that dies anywhere leaves the table at its last commit; the next publish
+resumes from that commit's offsets, so no record is published twice or skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..database import Database, Tx
+from ..errors import IcebergCommitConflictError, InvalidConfigError, TxnBrokerError, UnknownTopicOrPartitionError
+from ..faults import fault_point
+from ..log.cut import atomic_ends
+from ..log.partition import partition_offsets
+from ..log.scan import scan_partition
+from ..storage import ObjectStore
+from ..topics import TopicMeta, Topics
+from .catalog import catalog_call, catalog_error, ensure_table, open_catalog
+from .files import WrittenFile, conform, write_data_file
+from .schema import table_schema
+from .settings import IcebergSettings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+#: the snapshot summary key holding ``{partition: next offset}`` (JSON) of what the table holds
+OFFSETS_PROPERTY = "txn-broker.offsets"
+#: how many times one publish starts again after losing a commit race
+MAX_ATTEMPTS = 5
+
+
+@dataclass
+class TopicPublish:
+    """What one publish of a topic did. ``offsets``: the next offset per partition the
+    table holds afterwards; ``snapshot_id``: the snapshot committed (None: nothing new)."""
+
+    topic: str
+    table: str
+    offsets: dict[int, int]
+    snapshot_id: int | None = None
+    rows: int = 0
+    files: int = 0
+    bytes: int = 0
+    attempts: int = 1
+    elapsed_ms: int = 0
+    partitions: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
+                "files": self.files, "bytes": self.bytes, "attempts": self.attempts, "elapsed_ms": self.elapsed_ms,
+                "offsets": {str(p): o for p, o in sorted(self.offsets.items())}}
+
+
+def published_offsets(table: Table) -> dict[int, int]:
+    """``{partition: next offset}`` the table holds: from its current snapshot's summary,
+    or its nearest ancestor's that has one; empty for a table nothing was published to."""
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        text = (snapshot.summary.additional_properties if snapshot.summary else {}).get(OFFSETS_PROPERTY)
+        if text is not None:
+            return {int(p): int(o) for p, o in json.loads(text).items()}
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return {}
+
+
+def offsets_summary(offsets: dict[int, int]) -> str:
+    return json.dumps({str(p): o for p, o in sorted(offsets.items())}, separators=(",", ":"))
+
+
+def consistent_cut(db: Database, meta: TopicMeta, published: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """``{partition: (start, end)}``: from what the table holds (or the log start, when
+    retention removed what was not published yet) to the partition's last stable offset,
+    lowered so that no committed transaction is cut; all read in one snapshot."""
+
+    def work(tx: Tx) -> dict[int, tuple[int, int]]:
+        ranges: dict[tuple[int, int], tuple[int, int]] = {}
+        for p in range(meta.partition_count):
+            offsets = partition_offsets(tx, meta.topic_id, p)
+            if offsets is None:
+                raise UnknownTopicOrPartitionError(f"{meta.name}-{p} no longer exists")
+            start = max(published.get(p, 0), offsets.log_start_offset)
+            ranges[(meta.topic_id, p)] = (start, max(offsets.last_stable_offset, start))
+        ends = atomic_ends(tx, ranges)
+        return {p: (start, ends[(topic_id, p)]) for (topic_id, p), (start, _end) in ranges.items()}
+
+    return db.read(work)
+
+
+class Publisher:
+    """Publishes topics with ``iceberg.enabled`` to their tables. One catalog connection,
+    opened on first use; not thread-safe (one publisher per thread or process)."""
+
+    def __init__(self, db: Database, store: ObjectStore, topics: Topics, settings: IcebergSettings,
+                 database_url: str) -> None:
+        self._db = db
+        self._store = store
+        self._topics = topics
+        self.settings = settings
+        self._database_url = database_url
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = open_catalog(self.settings, self._database_url, self._store)
+        return self._catalog
+
+    def close(self) -> None:
+        """Release the catalog's connections (the default catalog's database pool)."""
+        engine = getattr(self._catalog, "engine", None)
+        if engine is not None:
+            engine.dispose()
+        self._catalog = None
+
+    def enabled_topics(self, names: Iterable[str] | None = None) -> list[TopicMeta]:
+        """The topics to publish: ``names`` (each must exist and have ``iceberg.enabled``,
+        InvalidConfigError otherwise), or every topic that has it."""
+        if names is None:
+            metas = [self._topics.get(n, refresh=True) for n in self._topics.names()]
+            return [m for m in metas if m.config.get("iceberg.enabled")]
+        out = []
+        for name in names:
+            meta = self._topics.get(name, refresh=True)
+            if not meta.config.get("iceberg.enabled"):
+                raise InvalidConfigError(f"topic {name!r} does not have iceberg.enabled=true")
+            out.append(meta)
+        return out
+
+    def table(self, meta: TopicMeta) -> Table:
+        return ensure_table(self.catalog, self.settings, self._store, meta)
+
+    def publish(self, meta: TopicMeta) -> TopicPublish:
+        """Publish everything committed in ``meta``'s topic up to now (module docstring).
+        Raises CatalogUnavailableError, DatabaseUnavailableError, StorageUnavailableError
+        (retriable; nothing half-published), IcebergCommitConflictError after
+        :data:`MAX_ATTEMPTS` lost races."""
+        began = time.monotonic()
+        table = self.table(meta)
+        self._no_automatic_retry(table)
+        schema = table_schema(meta.schema)
+        name = f"{self.settings.namespace}.{meta.name}"
+        from pyiceberg.exceptions import CommitFailedException
+
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            if attempt > 1:
+                table = catalog_call(table.refresh, f"reload the table {name}")
+            published = published_offsets(table)
+            cut = consistent_cut(self._db, meta, published)
+            after = {p: end for p, (_start, end) in cut.items()}
+            result = TopicPublish(meta.name, name, after, attempts=attempt)
+            if all(published.get(p) == end for p, end in after.items()):
+                result.offsets = {p: published[p] for p in after}
+                result.elapsed_ms = int((time.monotonic() - began) * 1000)
+                return result  # nothing new committed since the last publish
+            written: list[WrittenFile] = []
+            for p, (start, end) in sorted(cut.items()):
+                if start < end:
+                    written += self._write_partition(table, schema, meta, p, start, end)
+            fault_point("iceberg.after_write")
+            try:
+                result.snapshot_id = self._commit(table, meta, written, after)
+            except CommitFailedException:
+                log.info("%s: another publisher committed first (attempt %d); starting again", name, attempt)
+                self._delete(table, written)
+                continue
+            except TxnBrokerError:
+                raise
+            except Exception as error:
+                # unknown outcome: the files stay (a committed snapshot may reference them;
+                # if not, they are orphans for gc)
+                raise catalog_error(error, f"commit to the table {name}") from None
+            fault_point("iceberg.after_commit")
+            result.rows = sum(f.rows for f in written)
+            result.files = len(written)
+            result.bytes = sum(f.size_bytes for f in written)
+            result.partitions = {p: {"start": s, "end": e} for p, (s, e) in cut.items() if s < e}
+            result.elapsed_ms = int((time.monotonic() - began) * 1000)
+            log.info("published %s: %d rows in %d files, offsets %s", name, result.rows, result.files, after)
+            return result
+        raise IcebergCommitConflictError(
+            f"{name}: lost the commit race {MAX_ATTEMPTS} times to other publishers; try again")
+
+    def _no_automatic_retry(self, table: Table) -> None:
+        """pyiceberg retries a failed append on top of the winner's snapshot, which would
+        publish the same offsets twice: the tables are made without it, and a table whose
+        property was changed gets it back before anything is published."""
+        if table.properties.get("commit.retry.num-retries") != "0":
+            def reset() -> None:
+                with table.transaction() as txn:
+                    txn.set_properties({"commit.retry.num-retries": "0"})
+
+            catalog_call(reset, f"set commit.retry.num-retries=0 on {table.name()}")
+
+    def _write_partition(self, table: Table, schema: pa.Schema, meta: TopicMeta, partition: int,
+                         start: int, end: int) -> list[WrittenFile]:
+        target = int(meta.config["iceberg.target.file.bytes"])
+        written: list[WrittenFile] = []
+        pending: list[pa.Table] = []
+        pending_bytes = 0
+        ratio = 1.0  # file bytes per in-memory byte, learnt from the files written so far
+
+        def flush() -> None:
+            nonlocal pending, pending_bytes, ratio
+            rows = pa.concat_tables(pending)
+            offsets = rows.column("_offset")
+            first, last = offsets[0].as_py(), offsets[-1].as_py()
+            done = write_data_file(table, schema, rows, partition, first, last + 1)
+            ratio = max(done.size_bytes / max(rows.nbytes, 1), 0.01)
+            written.append(done)
+            pending, pending_bytes = [], 0
+
+        for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end):
+            pending.append(conform(rows, schema))
+            pending_bytes += pending[-1].nbytes
+            if pending_bytes * ratio >= target:
+                flush()
+        if pending:
+            flush()
+        return written
+
+    def _commit(self, table: Table, meta: TopicMeta, written: list[WrittenFile], offsets: dict[int, int]) -> int:
+        properties = {"txn-broker.offsets": offsets_summary(offsets), "txn-broker.topic-id": str(meta.topic_id)}
+        with table.transaction() as txn:
+            with txn.update_snapshot(snapshot_properties=properties).fast_append() as append:
+                for f in written:
+                    append.append_data_file(f.data_file)
+                snapshot_id = int(append.snapshot_id)
+        return snapshot_id
+
+    def _delete(self, table: Table, written: list[WrittenFile]) -> None:
+        for f in written:
+            try:
+                table.io.delete(f.path)
+            except Exception as error:  # left for gc's warehouse orphan scan
+                log.info("could not delete %s after a lost commit race: %s", f.path, error)
+

@@ -1,0 +1,85 @@
+"""Fetch (1), record batches of the partitions asked for, waiting up to the request's
+max_wait (capped at MAX_FETCH_WAIT_S) for data; and ListOffsets (2)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..authorizer import Operation, ResourceType
+from .base import Api, Listener, Payload, RequestContext, allows
+
+#: the longest a Fetch waits for data (the request's max_wait is honoured up to this)
+MAX_FETCH_WAIT_S = 1.0
+
+
+async def fetch(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    isolation = int(getattr(req, "isolation_level", 0))
+    max_wait = req.max_wait.total_seconds() if hasattr(req.max_wait, "total_seconds") else req.max_wait / 1000
+    deadline = time.monotonic() + min(max(max_wait, 0.0), MAX_FETCH_WAIT_S)
+    budget = int(getattr(req, "max_bytes", 50 * 1024 * 1024))
+    refused = {t.topic for t in req.topics if not allows(server, ctx, Operation.READ, ResourceType.TOPIC, t.topic)}
+    delay = 0.01
+    while True:
+        responses, total = [], 0
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                part: dict[str, Any] = {"partition_index": p.partition, "error_code": ErrorCode.none,
+                                        "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                        "aborted_transactions": [] if isolation == 1 else None,
+                                        "preferred_read_replica": -1, "records": b""}
+                parts.append(part)
+                if t.topic in refused:
+                    part["error_code"] = ErrorCode.topic_authorization_failed
+                    continue
+                limit = max(min(int(p.partition_max_bytes), budget - total), 1)
+                got, code = await server.attempt(server.backend.fetch, t.topic, int(p.partition),
+                                                 int(p.fetch_offset), limit, isolation)
+                part["error_code"] = code
+                if got is not None:
+                    part.update(high_watermark=got.high_watermark, last_stable_offset=got.last_stable_offset,
+                                log_start_offset=got.log_start_offset, records=got.records)
+                    total += got.size
+                elif code == ErrorCode.offset_out_of_range:
+                    bounds, _ = await server.attempt(server.backend.offsets, t.topic, int(p.partition))
+                    if bounds is not None:
+                        part.update(log_start_offset=bounds[0], high_watermark=bounds[1],
+                                    last_stable_offset=bounds[2])
+            responses.append({"topic": t.topic, "partitions": parts})
+        errors = any(p["error_code"] for r in responses for p in r["partitions"])
+        if total or errors or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+        delay = min(delay * 2, 0.1)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+
+
+async def list_offsets(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    isolation = int(getattr(req, "isolation_level", 0))
+    topics = []
+    for t in req.topics:
+        refused = not allows(server, ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name)
+        parts = []
+        for p in t.partitions:
+            if refused:
+                got, code = None, ErrorCode.topic_authorization_failed
+            else:
+                got, code = await server.attempt(server.backend.list_offset, t.name, int(p.partition_index),
+                                                 int(p.timestamp), isolation)
+            offset, ts = got if got is not None else (-1, -1)
+            parts.append({"partition_index": p.partition_index, "error_code": code, "timestamp": ts,
+                          "offset": offset, "leader_epoch": 0})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+APIS = (
+    Api(1, "Fetch", 4, 12, fetch),
+    Api(2, "ListOffsets", 1, 7, list_offsets),
+)
+#: the key whose responses are written without copying their records (server.py)
+FETCH_KEY = 1

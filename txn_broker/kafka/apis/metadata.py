@@ -1,0 +1,74 @@
+"""Metadata (3) and FindCoordinator (10): the listeners of the cluster, the topics, who
+leads each partition and who coordinates a group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..authorizer import CLUSTER_NAME, NOT_REQUESTED, Operation, ResourceType
+from ..backend import Node
+from .base import Api, Listener, Payload, RequestContext, allows
+
+CLUSTER_ID = "txn-broker"
+
+
+def node_entry(node: Node) -> dict[str, Any]:
+    return {"node_id": node.node_id, "host": node.host, "port": node.port, "rack": None}
+
+
+async def metadata(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    wanted = None if req.topics is None or (ctx.version == 0 and not req.topics) else [t.name for t in req.topics]
+    principal = ctx.principal
+    topics = []
+    if wanted is None:  # every topic the principal may describe; the others are not named
+        infos = await server.call(server.backend.list_topics)
+        found: list[tuple[str, Any, ErrorCode]] = [
+            (i.name, i, ErrorCode.none) for i in infos if allows(server, ctx, Operation.DESCRIBE, ResourceType.TOPIC,
+                                                                 i.name)]
+    else:
+        found = []
+        for name in wanted:
+            if not allows(server, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+                found.append((name, None, ErrorCode.topic_authorization_failed))
+                continue
+            info, code = await server.attempt(server.backend.topic, name)
+            found.append((name, info, code))
+    with_topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))
+    for name, info, code in found:
+        # every listener serves every partition (the data is shared); leaders are spread
+        partitions = [] if info is None else [
+            {"error_code": 0, "partition_index": p, "leader_id": leader, "leader_epoch": 0,
+             "replica_nodes": [leader], "isr_nodes": [leader], "offline_replicas": []}
+            for p in range(info.partitions)
+            for leader in [server.leader(name, p)]]
+        ops = server.authorizer.authorized_operations(principal, ResourceType.TOPIC, name) \
+            if with_topic_ops and info is not None else NOT_REQUESTED
+        topics.append({"error_code": code, "name": name, "is_internal": False, "partitions": partitions,
+                       "topic_authorized_operations": ops})
+    nodes = await server.refresh_nodes()
+    cluster_ops = server.authorizer.authorized_operations(principal, ResourceType.CLUSTER, CLUSTER_NAME) \
+        if getattr(req, "include_cluster_authorized_operations", False) else NOT_REQUESTED
+    return {"throttle_time": 0, "brokers": [node_entry(n) for n in nodes], "cluster_id": CLUSTER_ID,
+            "controller_id": nodes[0].node_id, "topics": topics, "cluster_authorized_operations": cluster_ops}
+
+
+async def find_coordinator(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    # a group's membership lives in one listener; any listener coordinates transactions
+    key_type = int(getattr(req, "key_type", 0))
+    resource = ResourceType.GROUP if key_type == 0 else ResourceType.TRANSACTIONAL_ID
+    if not allows(server, ctx, Operation.DESCRIBE, resource, req.key):
+        code = ErrorCode.group_authorization_failed if key_type == 0 else \
+            ErrorCode.transactional_id_authorization_failed
+        return {"throttle_time": 0, "error_code": code, "error_message": None, "node_id": -1, "host": "",
+                "port": -1}
+    node = node_entry(server.node_for(f"group:{req.key}") if key_type == 0 else server.self_node())
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "node_id": node["node_id"], "host": node["host"], "port": node["port"]}
+
+
+APIS = (
+    Api(3, "Metadata", 0, 12, metadata),
+    Api(10, "FindCoordinator", 0, 3, find_coordinator),
+)

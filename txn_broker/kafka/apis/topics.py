@@ -1,0 +1,43 @@
+"""CreateTopics (19) and DeleteTopics (20)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from .base import Api, Listener, Payload, RequestContext, allows
+
+
+async def create_topics(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    may_create_any = allows(server, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    results = []
+    for t in req.topics:
+        out = {"name": t.name, "num_partitions": -1, "replication_factor": 1, "configs": []}
+        if not may_create_any and not allows(server, ctx, Operation.CREATE, ResourceType.TOPIC, t.name):
+            results.append({**out, "error_code": ErrorCode.topic_authorization_failed, "error_message": None})
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        info, code = await server.attempt(server.backend.create_topic, t.name, int(t.num_partitions), configs,
+                                          bool(getattr(req, "validate_only", False)))
+        results.append({**out, "error_code": code, "error_message": None if code == 0 else code.name,
+                        "num_partitions": info.partitions if info else -1})
+    return {"throttle_time": 0, "topics": results}
+
+
+async def delete_topics(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    results = []
+    for name in req.topic_names:
+        if not allows(server, ctx, Operation.DELETE, ResourceType.TOPIC, name):
+            results.append({"name": name, "error_code": ErrorCode.topic_authorization_failed})
+            continue
+        _, code = await server.attempt(server.backend.delete_topic, name)
+        results.append({"name": name, "error_code": code})
+    return {"throttle_time": 0, "responses": results}
+
+
+APIS = (
+    Api(19, "CreateTopics", 2, 7, create_topics),
+    Api(20, "DeleteTopics", 1, 5, delete_topics),
+)

@@ -1,0 +1,150 @@
+"""The transaction coordinator's APIs: InitProducerId (22), AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (65) and
+ListTransactions (66)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...states import is_open
+from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from .base import Api, Listener, Payload, RequestContext, allows
+
+TID_REFUSED = ErrorCode.transactional_id_authorization_failed
+
+
+def _may_write(server: Listener, ctx: RequestContext, transactional_id: str) -> bool:
+    return allows(server, ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+async def init_producer_id(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    tid = req.transactional_id
+    refused = not _may_write(server, ctx, tid) if tid is not None else not (
+        allows(server, ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME))
+    if refused:
+        code = TID_REFUSED if tid is not None else ErrorCode.cluster_authorization_failed
+        return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    timeout = req.transaction_timeout
+    timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
+    got, code = await server.attempt(server.backend.init_producer_id, tid, timeout_ms,
+                                     int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
+    pid, epoch = got if got is not None else (-1, -1)
+    return {"throttle_time": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+
+async def add_partitions_to_txn(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    tid = req.v3_and_below_transactional_id
+    pairs = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+    codes: dict[str, ErrorCode] = {}
+    if not _may_write(server, ctx, tid):
+        codes = {t.name: TID_REFUSED for t in req.v3_and_below_topics}
+    else:
+        refused = {t.name for t in req.v3_and_below_topics
+                   if not allows(server, ctx, Operation.WRITE, ResourceType.TOPIC, t.name)}
+        if refused:  # Kafka: the refused topics fail, the others are not added (OPERATION_NOT_ATTEMPTED)
+            codes = {t.name: ErrorCode.topic_authorization_failed if t.name in refused
+                     else ErrorCode.operation_not_attempted for t in req.v3_and_below_topics}
+        else:
+            _, code = await server.attempt(server.backend.add_partitions, tid, int(req.v3_and_below_producer_id),
+                                           int(req.v3_and_below_producer_epoch), pairs)
+            codes = {t.name: code for t in req.v3_and_below_topics}
+    topics = [{"name": t.name, "results_by_partition": [
+        {"partition_index": p, "partition_error_code": codes[t.name]} for p in t.partitions]}
+        for t in req.v3_and_below_topics]
+    return {"throttle_time": 0, "results_by_topic_v3_and_below": topics}
+
+
+async def add_offsets_to_txn(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    if not _may_write(server, ctx, req.transactional_id):
+        return {"throttle_time": 0, "error_code": TID_REFUSED}
+    if not allows(server, ctx, Operation.READ, ResourceType.GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+    _, code = await server.attempt(server.backend.add_offsets, req.transactional_id, int(req.producer_id),
+                                   int(req.producer_epoch), req.group_id)
+    return {"throttle_time": 0, "error_code": code}
+
+
+async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], int] = {}
+    refused = TID_REFUSED if not _may_write(server, ctx, req.transactional_id) else (
+        ErrorCode.group_authorization_failed if not allows(server, ctx, Operation.READ, ResourceType.GROUP,
+                                                           req.group_id) else None)
+    for t in req.topics:
+        topic_refused = not allows(server, ctx, Operation.READ, ResourceType.TOPIC, t.name)
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            if refused is not None or topic_refused:
+                codes[key] = refused if refused is not None else ErrorCode.topic_authorization_failed
+                continue
+            _, codes[key] = await server.attempt(server.backend.check_offset, t.name, key[1], int(p.committed_offset))
+            if codes[key] == ErrorCode.none:
+                offsets[key] = int(p.committed_offset)
+    if offsets:
+        _, code = await server.attempt(server.backend.txn_offset_commit, req.transactional_id, int(req.producer_id),
+                                       int(req.producer_epoch), req.group_id, offsets)
+        for key in offsets:
+            codes[key] = code
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": codes[(t.name, int(p.partition_index))]}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
+async def end_txn(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    if not _may_write(server, ctx, req.transactional_id):
+        return {"throttle_time": 0, "error_code": TID_REFUSED}
+    _, code = await server.attempt(server.backend.end_txn, req.transactional_id, int(req.producer_id),
+                                   int(req.producer_epoch), bool(req.committed))
+    return {"throttle_time": 0, "error_code": code}
+
+
+async def list_transactions(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    got, code = await server.attempt(server.backend.list_transactions, list(req.state_filters or ()))
+    pids = set(req.producer_id_filters or ())
+    # Kafka lists only the transactional ids the principal may describe
+    states = [{"transactional_id": s.transactional_id, "producer_id": s.producer_id,
+               "transaction_state": s.state} for s in got or ()
+              if (not pids or s.producer_id in pids)
+              and allows(server, ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, s.transactional_id)]
+    return {"throttle_time": 0, "error_code": code, "unknown_state_filters": [], "transaction_states": states}
+
+
+async def describe_transactions(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    out = []
+    for tid in req.transactional_ids:
+        if allows(server, ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            d, code = await server.attempt(server.backend.describe_transaction, tid)
+        else:
+            d, code = None, TID_REFUSED
+        if d is None:
+            out.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
+                        "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
+                        "producer_epoch": -1, "topics": []})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for p in d.partitions if is_open(d.state) else ():
+            if allows(server, ctx, Operation.DESCRIBE, ResourceType.TOPIC, p.topic):
+                by_topic.setdefault(p.topic, []).append(p.partition)
+        out.append({"error_code": 0, "transactional_id": tid, "transaction_state": d.state,
+                    "transaction_timeout": d.timeout_ms,
+                    "transaction_start_time": d.start_ms if d.start_ms is not None else -1,
+                    "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]})
+    return {"throttle_time": 0, "transaction_states": out}
+
+
+APIS = (
+    Api(22, "InitProducerId", 0, 4, init_producer_id),
+    Api(24, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn),
+    Api(25, "AddOffsetsToTxn", 0, 3, add_offsets_to_txn),
+    Api(26, "EndTxn", 0, 3, end_txn),
+    Api(28, "TxnOffsetCommit", 0, 3, txn_offset_commit),
+    Api(65, "DescribeTransactions", 0, 0, describe_transactions),
+    Api(66, "ListTransactions", 0, 0, list_transactions),
+)
+#: the first version of each transactional API that may answer PRODUCER_FENCED (KIP-588);
+#: older versions get INVALID_PRODUCER_EPOCH, which their clients know, as from Kafka
+PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
