@@ -293,17 +293,26 @@ class Broker:
 
     # -- clients -------------------------------------------------------------------------
 
-    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
-                 ) -> Producer:
+    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None,
+                 *, metrics: Any = None) -> Producer:
         """An idempotent producer, or a transactional one when ``transactional_id`` is set.
-        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``."""
+        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``.
+        ``metrics``: a prometheus_client ``CollectorRegistry`` (or a
+        ``txn_broker.metrics.ClientMetrics``) to record commit and abort latency, records
+        and bytes sent, retries and errors in (docs/observability.md); None: nothing kept."""
+        from .metrics.client import client_metrics
+
         timeout = self.settings.transaction_timeout_ms if transaction_timeout_ms is None else transaction_timeout_ms
         return Producer(self._coordinator, self._topics, self._db, self._store, self.settings, transactional_id,
-                        timeout)
+                        timeout, metrics=client_metrics(metrics))
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
-                 auto_offset_reset: str = "earliest") -> Consumer:
-        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset)
+                 auto_offset_reset: str = "earliest", *, metrics: Any = None) -> Consumer:
+        """``metrics``: as for :meth:`producer` (records and bytes polled, errors)."""
+        from .metrics.client import client_metrics
+
+        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset,
+                        metrics=client_metrics(metrics))
 
     # -- consumer groups -----------------------------------------------------------------
 

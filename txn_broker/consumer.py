@@ -18,13 +18,20 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .database import Database, Tx
-from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
+from .errors import (
+    CorruptSegmentError,
+    IllegalStateError,
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    TxnBrokerError,
+)
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
 from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool, row_index, row_offsets
 from .log.segment_format import read_schema
@@ -32,6 +39,9 @@ from .models import TopicPartition
 from .names import validate_id, validate_partition
 from .storage import ObjectStore
 from .topics import TopicMeta, Topics
+
+if TYPE_CHECKING:
+    from .metrics.client import ClientMetrics
 
 RESETS = ("earliest", "latest", "none")
 
@@ -112,7 +122,10 @@ class Consumer:
     object store ``store`` and the topic lookup ``topics``."""
 
     def __init__(self, db: Database, store: ObjectStore, topics: Topics, group_id: str | None = None,
-                 isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest") -> None:
+                 isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest",
+                 metrics: ClientMetrics | None = None) -> None:
+        #: where the consumer reports what it polls (txn_broker.metrics.client); None: nowhere
+        self._metrics = metrics
         if isolation_level not in ISOLATION_LEVELS:
             raise InvalidConfigError(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
         if auto_offset_reset not in RESETS:
@@ -239,6 +252,21 @@ class Consumer:
         ``max_records`` records when given. read_committed returns records below the last
         stable offset only, and never those of aborted transactions. An empty table when
         nothing arrives within ``timeout_s``."""
+        if self._metrics is None:
+            return self._poll(max_records, timeout_s, max_bytes)
+        try:
+            table = self._poll(max_records, timeout_s, max_bytes)
+        except TxnBrokerError as error:
+            self._metrics.failed(error)
+            raise
+        if table.num_rows:
+            topics = table.column("_topic").unique().to_pylist()
+            for topic in topics:
+                part = table if len(topics) == 1 else table.filter(pc.equal(table.column("_topic"), topic))
+                self._metrics.polled(topic, part.num_rows, part.nbytes)
+        return table
+
+    def _poll(self, max_records: int | None, timeout_s: float, max_bytes: int) -> pa.Table:
         self._check_open()
         if max_records is not None and (not isinstance(max_records, int) or isinstance(max_records, bool)
                                         or max_records <= 0):

@@ -5,6 +5,7 @@ the Kafka listener's metrics and the clients' metrics. Every metric is listed in
 from __future__ import annotations
 
 from .catalog import BROKER_METRICS, LISTENER_METRICS, MetricSpec
+from .client import CLIENT_METRICS, ClientMetrics, PrometheusClientMetrics, client_metrics
 from .exporter import BrokerCollector, broker_registry, figure_metrics, start_metrics_server
 from .figures import BrokerFigures, GcBacklog, GroupPartitionFigures, PartitionFigures, read_figures
 from .listener import ListenerMetrics
@@ -12,5 +13,6 @@ from .listener import ListenerMetrics
 __all__ = [
     "BROKER_METRICS", "LISTENER_METRICS", "MetricSpec", "BrokerCollector", "broker_registry",
     "figure_metrics", "start_metrics_server", "BrokerFigures", "GcBacklog", "GroupPartitionFigures",
-    "PartitionFigures", "read_figures", "ListenerMetrics",
+    "PartitionFigures", "read_figures", "ListenerMetrics", "CLIENT_METRICS", "ClientMetrics",
+    "PrometheusClientMetrics", "client_metrics",
 ]
