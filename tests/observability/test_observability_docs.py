@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from txn_broker.metrics import BROKER_METRICS, LISTENER_METRICS
+from txn_broker.metrics import BROKER_METRICS, CLIENT_METRICS, LISTENER_METRICS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 
@@ -28,3 +28,11 @@ def test_every_metric_is_documented_with_its_labels():
     for spec in (*BROKER_METRICS, *LISTENER_METRICS):
         assert spec.name in rows, spec.name
         assert [label.strip() for label in rows[spec.name].split(",") if label.strip()] == list(spec.labels), spec.name
+
+
+def test_every_client_metric_is_documented_with_its_labels():
+    rows = {m[0]: m[1] for m in re.findall(r"^\| `(txn_broker_client_\w+)` \| \w+ \| ([^|]*?) ?\|", DOC.read_text(),
+                                           re.M)}
+    assert set(rows) == {name for name, *_ in CLIENT_METRICS}
+    for name, _kind, labels, _help in CLIENT_METRICS:
+        assert [label.strip() for label in rows[name].split(",") if label.strip()] == list(labels), name
