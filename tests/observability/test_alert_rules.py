@@ -46,3 +46,15 @@ def test_every_rule_is_documented():
     for page in ("observability.md", "deployment.md"):
         text = (ROOT / "docs" / page).read_text()
         assert not [name for name in rule_names() if name not in text], page
+
+
+def test_the_compose_prometheus_configuration_loads_the_rules(tmp_path):
+    """docker/prometheus/prometheus.yml (docker-compose.yml's Prometheus), its rules path
+    pointed at the repository's file: promtool accepts both."""
+    config = (FOLDER / "prometheus.yml").read_text()
+    assert "/etc/prometheus/txn_broker_rules.yml" in config
+    (tmp_path / "prometheus.yml").write_text(
+        config.replace("/etc/prometheus/txn_broker_rules.yml", str(FOLDER / "txn_broker_rules.yml")))
+    result = subprocess.run([promtool(), "check", "config", str(tmp_path / "prometheus.yml")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
