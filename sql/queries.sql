@@ -652,6 +652,104 @@ ORDER BY node_id;
 -- A listener stops
 DELETE FROM kafka_listeners WHERE node_id = :node_id;
 
+-- metrics_partitions --
+-- Area: the Prometheus exporter (txn_broker/metrics), to the end of this group. Each query
+-- answers for the whole broker in one set-based pass (a scrape runs them in one snapshot).
+-- Every partition's offsets, segment count and bytes (segments not purged by gc), as
+-- topic_partition_offsets reports them for one topic
+SELECT t.name AS topic, p.partition_no, p.log_start_offset, p.high_watermark,
+       COALESCE(o.first_open_offset, p.high_watermark) AS last_stable_offset,
+       COALESCE(s.segment_count, 0) AS segment_count,
+       CAST(COALESCE(s.size_bytes, 0) AS BIGINT) AS size_bytes
+FROM partitions p
+JOIN topics t ON t.topic_id = p.topic_id
+LEFT JOIN (SELECT topic_id, partition_no, MIN(first_offset) AS first_open_offset
+           FROM txn_partitions
+           WHERE marker IS NULL AND first_offset IS NOT NULL
+           GROUP BY topic_id, partition_no) o
+       ON o.topic_id = p.topic_id AND o.partition_no = p.partition_no
+LEFT JOIN (SELECT topic_id, partition_no, COUNT(*) AS segment_count, SUM(size_bytes) AS size_bytes
+           FROM segments
+           WHERE purged_ms IS NULL
+           GROUP BY topic_id, partition_no) s
+       ON s.topic_id = p.topic_id AND s.partition_no = p.partition_no
+ORDER BY t.name, p.partition_no;
+
+-- metrics_group_offsets --
+-- Every group's committed offset per partition and, when the group is behind the last
+-- stable offset, the newest timestamp (max_timestamp_ms) of the first committed, unpurged
+-- segment below it holding a record the group has not consumed
+SELECT g.group_id, t.name AS topic, g.partition_no, g.committed_offset,
+       CASE WHEN g.committed_offset < COALESCE(o.first_open_offset, p.high_watermark) THEN
+         (SELECT s.max_timestamp_ms FROM segments s
+          LEFT JOIN txn_partitions m
+                 ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
+          WHERE s.topic_id = g.topic_id AND s.partition_no = g.partition_no
+            AND s.base_offset >= COALESCE((SELECT MAX(f.base_offset) FROM segments f
+                                           WHERE f.topic_id = g.topic_id AND f.partition_no = g.partition_no
+                                             AND f.base_offset <= g.committed_offset), 0)
+            AND s.base_offset + s.record_count > g.committed_offset
+            AND s.base_offset < COALESCE(o.first_open_offset, p.high_watermark)
+            AND s.purged_ms IS NULL AND (s.txn_id IS NULL OR m.marker = 'COMMIT')
+          ORDER BY s.base_offset
+          LIMIT 1)
+       END AS unconsumed_timestamp_ms
+FROM group_offsets g
+JOIN topics t ON t.topic_id = g.topic_id
+JOIN partitions p ON p.topic_id = g.topic_id AND p.partition_no = g.partition_no
+LEFT JOIN (SELECT topic_id, partition_no, MIN(first_offset) AS first_open_offset
+           FROM txn_partitions
+           WHERE marker IS NULL AND first_offset IS NOT NULL
+           GROUP BY topic_id, partition_no) o
+       ON o.topic_id = g.topic_id AND o.partition_no = g.partition_no
+ORDER BY g.group_id, t.name, g.partition_no;
+
+-- metrics_transactional_id_states --
+-- Transactional ids per coordinator state, how many of them hang (Ongoing past their own
+-- timeout, as txn_broker.states.is_hanging) and the start of the oldest open transaction
+SELECT state, COUNT(*) AS ids,
+       SUM(CASE WHEN state = 'Ongoing' AND txn_start_ms IS NOT NULL AND txn_start_ms <> 0
+                     AND txn_start_ms + timeout_ms < {now_ms} THEN 1 ELSE 0 END) AS hanging,
+       MIN(CASE WHEN state IN ('Ongoing', 'PrepareCommit', 'PrepareAbort', 'PrepareEpochFence')
+                     AND txn_start_ms <> 0 THEN txn_start_ms END) AS oldest_open_start_ms,
+       {now_ms} AS now_ms
+FROM transactional_ids
+GROUP BY state
+ORDER BY state;
+
+-- metrics_settled_transaction_id --
+-- The newest transaction id below which every transaction is decided and was started more
+-- than :settle_ms ago (so no transaction with a smaller id can still appear: ids are taken
+-- just before their row is written). Counts up to it never change again
+SELECT MAX(x.txn_id) FROM transactions x
+WHERE x.txn_id > :after_txn_id AND x.start_ms < {now_ms} - :settle_ms
+  AND x.txn_id < COALESCE((SELECT MIN(o.txn_id) FROM transactions o WHERE o.outcome IS NULL), x.txn_id + 1);
+
+-- metrics_transaction_outcomes --
+-- Committed and aborted transaction instances after :after_txn_id, those up to
+-- :settled_txn_id apart (the transactions table keeps one row per instance, so every
+-- process counts the same; the exporter adds settled counts up once)
+SELECT COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_aborted,
+       COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_aborted
+FROM transactions
+WHERE txn_id > :after_txn_id;
+
+-- metrics_gc_backlog --
+-- What gc has still to do, as the database knows it: aborted transactions' segments not
+-- purged yet, and queued object deletions past (due) or within (waiting) the delete delay
+SELECT a.aborted_segments, a.aborted_bytes,
+       (SELECT COUNT(*) FROM object_deletions WHERE requested_ms <= {now_ms} - :delay_ms) AS due_objects,
+       (SELECT COUNT(*) FROM object_deletions WHERE requested_ms > {now_ms} - :delay_ms) AS waiting_objects,
+       (SELECT MIN(requested_ms) FROM object_deletions) AS oldest_requested_ms,
+       {now_ms} AS now_ms
+FROM (SELECT COUNT(s.base_offset) AS aborted_segments,
+             CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) AS aborted_bytes
+      FROM txn_partitions tp
+      JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
+                     AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
+      WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) a;
 -- compaction_candidates --
 -- Area: segment compaction (txn_broker/compaction.py), to the end of this group.
 -- One page of a partition's segments from an offset, in offset order, with their

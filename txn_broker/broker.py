@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
     from .iceberg.publisher import Publisher, TopicPublish
     from .iceberg.status import TableStatus
+    from .metrics.figures import BrokerFigures, OutcomeTally
 
 #: a callback that receives one line of progress at a time (e.g. to show on a terminal)
 Progress = Callable[[str], None]
@@ -127,6 +128,7 @@ class Broker:
         self.settings = settings
         self._topics = Topics(db, settings)
         self._coordinator = Coordinator(db, settings)
+        self._outcome_tally: OutcomeTally | None = None  # transactions counted by metrics_figures
         self.iceberg_settings = iceberg or IcebergSettings()
         self._publisher: Publisher | None = None
 
@@ -345,21 +347,29 @@ class Broker:
 
     # -- clients -------------------------------------------------------------------------
 
-    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
-                 ) -> Producer:
+    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None,
+                 *, metrics: Any = None) -> Producer:
         """An idempotent producer, or a transactional one when ``transactional_id`` is set.
-        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``."""
+        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``.
+        ``metrics``: a prometheus_client ``CollectorRegistry`` (or a
+        ``txn_broker.metrics.ClientMetrics``) to record commit and abort latency, records
+        and bytes sent, retries and errors in (docs/observability.md); None: nothing kept."""
+        from .metrics.client import client_metrics
+
         timeout = self.settings.transaction_timeout_ms if transaction_timeout_ms is None else transaction_timeout_ms
         return Producer(self._coordinator, self._topics, self._db, self._store, self.settings, transactional_id,
-                        timeout)
+                        timeout, metrics=client_metrics(metrics))
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
                  auto_offset_reset: str = "earliest", *,
-                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS) -> Consumer:
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS, metrics: Any = None) -> Consumer:
         """A consumer. ``metadata_max_age_ms``: how often it looks its topics up again (a
-        newer schema version, partitions added to a subscribed topic)."""
+        newer schema version, partitions added to a subscribed topic). ``metrics``: as for
+        :meth:`producer` (records and bytes polled, errors)."""
+        from .metrics.client import client_metrics
+
         return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset,
-                        metadata_max_age_ms=metadata_max_age_ms)
+                        metadata_max_age_ms=metadata_max_age_ms, metrics=client_metrics(metrics))
 
     # -- consumer groups -----------------------------------------------------------------
 
@@ -502,6 +512,17 @@ class Broker:
     def recent_transactions(self, limit: int = 200) -> list[dict[str, Any]]:
         """Transaction instances, newest first, for monitoring."""
         return [dict(r._mapping) for r in self._db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
+
+    # -- observability (docs/observability.md) ------------------------------------------
+
+    def metrics_figures(self) -> BrokerFigures:
+        """The broker-wide figures the Prometheus exporter serves (offsets, lag,
+        transactions, gc backlog), read in one snapshot by a few set-based queries."""
+        from .metrics.figures import OutcomeTally, read_figures
+
+        if self._outcome_tally is None:
+            self._outcome_tally = OutcomeTally()
+        return read_figures(self._db, tally=self._outcome_tally)
 
     # -- Iceberg tables (docs/iceberg.md) -------------------------------------------------
 

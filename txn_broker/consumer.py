@@ -25,10 +25,11 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .database import Database, Tx
 from .errors import (
@@ -37,6 +38,7 @@ from .errors import (
     InvalidConfigError,
     InvalidInputError,
     OffsetOutOfRangeError,
+    TxnBrokerError,
 )
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
 from .log.projection import project
@@ -46,6 +48,9 @@ from .models import OffsetAndMetadata, TopicPartition
 from .names import validate_id, validate_partition, validate_topic_name
 from .storage import ObjectStore
 from .topics import TopicMeta, Topics
+
+if TYPE_CHECKING:
+    from .metrics.client import ClientMetrics
 
 RESETS = ("earliest", "latest", "none")
 
@@ -145,10 +150,13 @@ class Consumer:
 
     def __init__(self, db: Database, store: ObjectStore, topics: Topics, group_id: str | None = None,
                  isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest", *,
-                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS) -> None:
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS,
+                 metrics: ClientMetrics | None = None) -> None:
         if isinstance(metadata_max_age_ms, bool) or not isinstance(metadata_max_age_ms, int) \
                 or metadata_max_age_ms < 0:
             raise InvalidConfigError(f"metadata_max_age_ms must be a non-negative int, got {metadata_max_age_ms!r}")
+        #: where the consumer reports what it polls (txn_broker.metrics.client); None: nowhere
+        self._metrics = metrics
         if isolation_level not in ISOLATION_LEVELS:
             raise InvalidConfigError(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
         if auto_offset_reset not in RESETS:
@@ -312,6 +320,21 @@ class Consumer:
         ``max_records`` records when given. read_committed returns records below the last
         stable offset only, and never those of aborted transactions. An empty table when
         nothing arrives within ``timeout_s``."""
+        if self._metrics is None:
+            return self._poll(max_records, timeout_s, max_bytes)
+        try:
+            table = self._poll(max_records, timeout_s, max_bytes)
+        except TxnBrokerError as error:
+            self._metrics.failed(error)
+            raise
+        if table.num_rows:
+            topics = table.column("_topic").unique().to_pylist()
+            for topic in topics:
+                part = table if len(topics) == 1 else table.filter(pc.equal(table.column("_topic"), topic))
+                self._metrics.polled(topic, part.num_rows, part.nbytes)
+        return table
+
+    def _poll(self, max_records: int | None, timeout_s: float, max_bytes: int) -> pa.Table:
         self._check_open()
         if max_records is not None and (not isinstance(max_records, int) or isinstance(max_records, bool)
                                         or max_records <= 0):

@@ -32,6 +32,7 @@ from ..assets import topic_asset
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ingest import callable_table, detect_format, fingerprint, read_file, resolve_sources
 from ..loading import import_callable
+from ..stats import AIRFLOW_CLIENT_METRICS
 from .base import TransactionalOperatorMixin
 
 if TYPE_CHECKING:
@@ -135,7 +136,8 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
         else:
             inputs.append((marker_group(self._callable_identity(context)), None, {}))
 
-        producer = broker.producer(transactional_id=tid, transaction_timeout_ms=self.transaction_timeout_ms)
+        producer = broker.producer(transactional_id=tid, transaction_timeout_ms=self.transaction_timeout_ms,
+                                   metrics=AIRFLOW_CLIENT_METRICS)
         try:
             # init first: it fences any earlier attempt and settles what it left, so the
             # marker checks below see final answers.

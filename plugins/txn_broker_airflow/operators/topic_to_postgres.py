@@ -24,6 +24,7 @@ from airflow.sdk import BaseOperator
 from ..errors import LoadStalledError
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ids import transactional_id_for
+from ..stats import AIRFLOW_CLIENT_METRICS
 from ..warehouse import Sink, resolve_target
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class TopicToPostgresOperator(BaseOperator):
         log_starts = broker.beginning_offsets(partitions)
         loaded = 0
         start_offsets: dict[str, int] = {}
-        consumer = broker.consumer(isolation_level="read_committed")
+        consumer = broker.consumer(isolation_level="read_committed", metrics=AIRFLOW_CLIENT_METRICS)
         try:
             for tp in partitions:
                 committed = starts_db.get(tp.partition)
