@@ -65,6 +65,7 @@ from .states import (
     open_age_ms,
     state_sets,
 )
+from .timestamps import to_timestamp_ms
 
 #: the public API (docs/api.md); every other module of txn_broker is internal
 __all__ = [
@@ -84,6 +85,8 @@ __all__ = [
     "state_sets",
     # names and secrets
     "mask_url", "redact", "strip_userinfo", "url_secrets", "validate_id", "validate_topic_name",
+    # points in time (reprocessing from a date)
+    "to_timestamp_ms",
     # errors (txn_broker.errors)
     "errors",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from txn_broker.errors import InvalidInputError, TxnBrokerError
+from txn_broker.errors import InvalidInputError, TxnBrokerError, UnknownTopicOrPartitionError
 
 
 class SourceNotFoundError(InvalidInputError):
@@ -43,3 +43,13 @@ class LoadStalledError(TxnBrokerError):
 class EventPayloadError(InvalidInputError):
     """An asset event's payload is not a committed-records event of the event trigger (or
     it is malformed): the run cannot tell which offset ranges to process."""
+
+
+class TopicDeclarationError(InvalidInputError):
+    """An operator's ``topics=`` is not a list of ``TopicSpec`` values with distinct names
+    (raised where the DAG is parsed)."""
+
+
+class MissingTopicsError(UnknownTopicOrPartitionError):
+    """A topic the task reads or writes does not exist; found when the task starts, before
+    any Spark JVM or transaction. Nothing was written."""
