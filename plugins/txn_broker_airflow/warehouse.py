@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from txn_broker import mask_url
 
-from .errors import SinkOffsetConflictError, WarehouseTypeError
+from .errors import SinkOffsetConflictError, WarehouseTypeError, WarehouseUnavailableError, WarehouseURLError
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,10 @@ class Target:
     engine: sa.Engine
     description: str  # safe to log: no password
     fallback: bool  # True: the embedded SQLite warehouse, because nothing was configured
+    #: where the URL came from, for messages: "connection 'pg'", "warehouse_url", ...
+    source: str = "embedded default"
+    #: the URL's secrets (its password), to keep out of messages
+    secrets: tuple[str, ...] = ()
 
     @property
     def dialect(self) -> str:
@@ -51,16 +55,50 @@ def resolve_target(postgres_conn_id: str | None, warehouse_url: str | None) -> T
         from airflow.providers.postgres.hooks.postgres import PostgresHook
 
         url = PostgresHook(postgres_conn_id=postgres_conn_id).sqlalchemy_url
-        return Target(sa.create_engine(url, pool_pre_ping=True), f"connection {postgres_conn_id!r} "
-                      f"({mask_url(url)})", False)
+        source = f"connection {postgres_conn_id!r}"
+        return Target(_engine(url, source), f"{source} ({mask_url(url)})", False, source, _secrets(url))
+    source = "the task's warehouse_url" if warehouse_url else f"${WAREHOUSE_URL_ENV}"
     url_text = warehouse_url or os.environ.get(WAREHOUSE_URL_ENV)
     if url_text:
-        return Target(sa.create_engine(url_text, pool_pre_ping=True), mask_url(url_text), False)
+        return Target(_engine(url_text, source), mask_url(url_text), False, source, _secrets(url_text))
     from txn_broker import broker_home
 
     path = broker_home() / "warehouse.db"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return Target(sa.create_engine(f"sqlite:///{path}"), f"sqlite:///{path}", True)
+
+
+def _secrets(url: str | sa.URL) -> tuple[str, ...]:
+    from txn_broker import url_secrets
+
+    return tuple(url_secrets(str(url) if isinstance(url, str) else url.render_as_string(hide_password=False)))
+
+
+def _engine(url: str | sa.URL, source: str) -> sa.Engine:
+    """An engine for ``url``; WarehouseURLError (password masked) when it is not one."""
+    try:
+        return sa.create_engine(url, pool_pre_ping=True)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
+        problem = "not an SQLAlchemy URL" if isinstance(error, sa.exc.ArgumentError) else (
+            f"no driver for it is installed ({type(error).__name__})")
+        raise WarehouseURLError(f"warehouse URL {mask_url(url)} from {source}: {problem}; expected e.g. "
+                                "postgresql+psycopg2://user:password@host/db") from None
+
+
+def open_sink(target: Target, table: str, schema: pa.Schema, db_schema: str | None = None,
+              create_table: bool = True) -> Sink:
+    """:class:`Sink` on ``target``: the first contact with the warehouse, so a database that
+    cannot be reached or refuses the login is a WarehouseUnavailableError naming where its
+    URL came from, password masked."""
+    from txn_broker import redact
+
+    try:
+        return Sink(target, table, schema, db_schema, create_table)
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+        cause = redact(str(error.orig if error.orig is not None else error).strip().splitlines()[0],
+                       list(target.secrets))
+        raise WarehouseUnavailableError(f"warehouse {target.description} (from {target.source}) cannot be used: "
+                                        f"{cause}") from None
 
 
 def sql_type(arrow_type: pa.DataType) -> sa.types.TypeEngine[Any]:

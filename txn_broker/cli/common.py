@@ -89,8 +89,8 @@ def non_negative_int(text: str) -> int:
 
 def iso_datetime_ms(text: str) -> int:
     """argparse type: an ISO 8601 date or time, as epoch milliseconds (no offset: UTC)."""
-    from ..errors import InvalidInputError
     from .. import to_timestamp_ms
+    from ..errors import InvalidInputError
 
     try:
         return to_timestamp_ms(text)
