@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +102,33 @@ def open_sink(target: Target, table: str, schema: pa.Schema, db_schema: str | No
                                         f"{cause}") from None
 
 
-def sql_type(arrow_type: pa.DataType) -> sa.types.TypeEngine[Any]:
-    """The SQL column type that holds ``arrow_type``. Raises WarehouseTypeError."""
+class ExactDecimalText(sa.types.TypeDecorator[Decimal]):
+    """A decimal kept exactly in SQLite, which has no decimal type (a ``NUMERIC`` column
+    stores REAL, a binary float): the value's text, at the column's scale (``"10.50"``),
+    read back as the same ``Decimal``. PostgreSQL columns stay ``numeric(p, s)``."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, scale: int) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+        if value is None:
+            return None
+        exact = value if isinstance(value, Decimal) else Decimal(str(value))
+        return str(exact.quantize(Decimal(1).scaleb(-self.scale))) if self.scale >= 0 else str(exact)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Decimal | None:
+        return None if value is None else Decimal(str(value))
+
+
+def sql_type(arrow_type: pa.DataType, dialect: str = "postgresql") -> sa.types.TypeEngine[Any]:
+    """The SQL column type that holds ``arrow_type`` in ``dialect``. Raises WarehouseTypeError."""
     t = arrow_type
+    if pa.types.is_decimal(t) and dialect == "sqlite":
+        return ExactDecimalText(t.scale)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return sa.Text()
     if pa.types.is_boolean(t):
@@ -139,8 +164,10 @@ def offsets_table(metadata: sa.MetaData) -> sa.Table:
     )
 
 
-def data_table(metadata: sa.MetaData, name: str, schema: pa.Schema, db_schema: str | None) -> sa.Table:
-    return sa.Table(name, metadata, *(sa.Column(f.name, sql_type(f.type)) for f in schema), schema=db_schema)
+def data_table(metadata: sa.MetaData, name: str, schema: pa.Schema, db_schema: str | None,
+               dialect: str = "postgresql") -> sa.Table:
+    return sa.Table(name, metadata, *(sa.Column(f.name, sql_type(f.type, dialect)) for f in schema),
+                    schema=db_schema)
 
 
 class Sink:
@@ -152,11 +179,16 @@ class Sink:
         metadata = sa.MetaData()
         self.offsets = offsets_table(metadata)
         if create_table:
-            self.table = data_table(metadata, table, schema, db_schema)
+            self.table = data_table(metadata, table, schema, db_schema, target.dialect)
             metadata.create_all(target.engine)
         else:
             offsets_table(sa.MetaData()).create(target.engine, checkfirst=True)
             self.table = sa.Table(table, metadata, schema=db_schema, autoload_with=target.engine)
+            if target.dialect == "sqlite":  # a decimal column made by create_table=True: TEXT
+                for f in schema:
+                    column = self.table.c.get(f.name)
+                    if pa.types.is_decimal(f.type) and column is not None and isinstance(column.type, sa.Text):
+                        column.type = ExactDecimalText(f.type.scale)
         self.columns = [c for c in schema.names if c in self.table.c]
 
     def next_offsets(self, group_id: str, topic: str) -> dict[int, int]:
