@@ -74,3 +74,19 @@ def test_ingest_docstring_says_what_happens_to_extra_columns() -> None:
     doc = " ".join((ProduceToTopicOperator.__doc__ or "").split())
     assert "dropped" not in doc
     assert "a column the topic does not have fails the task before anything is written" in doc
+
+
+def test_topics_must_be_topic_specs() -> None:
+    """``topics=`` (finding 2) takes TopicSpec values, checked where the DAG is parsed."""
+    import pyarrow as pa
+    from txn_broker_airflow import ProduceToTopicOperator, TopicSpec, TransactionalSparkOperator
+    from txn_broker_airflow.errors import TopicDeclarationError
+
+    spec = TopicSpec("orders", 3, pa.schema([("id", pa.string())]))
+    op = ProduceToTopicOperator(task_id="i", topic="orders", source="/x.csv", topics=[spec])
+    assert op.topics == [spec]
+    with pytest.raises(TopicDeclarationError, match="takes TopicSpec values"):
+        ProduceToTopicOperator(task_id="i", topic="orders", source="/x.csv", topics=["orders"])  # type: ignore[list-item]
+    with pytest.raises(TopicDeclarationError, match="orders more than once"):
+        TransactionalSparkOperator(task_id="s", application="a.py", inputs=["x"], outputs=["orders"],
+                                   topics=[spec, spec])
