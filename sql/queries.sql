@@ -823,3 +823,13 @@ SELECT s.producer_id, s.producer_epoch, s.last_sequence, s.updated_ms,
 FROM producer_state s
 WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
 ORDER BY s.producer_id;
+
+-- first_segment_at_time --
+-- The first segment of a partition (by offset) holding a record at or after a time: its
+-- max_timestamp_ms is at least :timestamp_ms (segments purged by gc skipped)
+SELECT s.base_offset, s.record_count
+FROM segments s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.max_timestamp_ms >= :timestamp_ms AND s.purged_ms IS NULL
+ORDER BY s.base_offset
+LIMIT 1;

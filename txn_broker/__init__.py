@@ -69,6 +69,7 @@ from .states import (
     open_age_ms,
     state_sets,
 )
+from .timestamps import to_timestamp_ms
 from .topic_configs import COMPATIBILITY_MODES
 from .topic_schemas import SchemaVersion, with_default
 
@@ -93,6 +94,8 @@ __all__ = [
     "state_sets",
     # names and secrets
     "mask_url", "redact", "strip_userinfo", "url_secrets", "validate_id", "validate_topic_name",
+    # points in time (reprocessing from a date)
+    "to_timestamp_ms",
     # errors (txn_broker.errors)
     "errors",
 ]

@@ -36,7 +36,13 @@ from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
 from .iceberg.settings import IcebergSettings
 from .log.appends import segment_registered
 from .log.batches import DEFAULT_SCHEMA
-from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
+from .log.partition import (
+    READ_COMMITTED,
+    PartitionOffsets,
+    check_offset,
+    first_segment_at_time,
+    partition_offsets,
+)
 from .log.projection import declared_default
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
@@ -340,6 +346,45 @@ class Broker:
             validate_partition(tp.partition, meta.partition_count, tp.topic)
             out[tp] = self._offsets(meta, tp.partition).log_start_offset
         return out
+
+    def offsets_for_times(self, partitions: Iterable[TopicPartition], timestamp_ms: int
+                          ) -> dict[TopicPartition, int]:
+        """Kafka's ``offsetsForTimes``: per partition, the first offset whose record has a
+        timestamp at or after ``timestamp_ms`` (the last stable offset when none has; never
+        below the log start). Found from the segments' max timestamps, then within the one
+        segment by its records' timestamps. What ``groups reset-offsets --to-datetime``
+        and the operators' reprocessing use."""
+        out = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self._topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            out[tp] = self._offset_for_time(meta, tp.partition, timestamp_ms)
+        return out
+
+    def _offset_for_time(self, meta: TopicMeta, partition: int, timestamp_ms: int) -> int:
+        import pyarrow.compute as pc
+
+        offsets = self._offsets(meta, partition)
+        found = self._db.read(lambda tx: first_segment_at_time(tx, meta.topic_id, partition, timestamp_ms))
+        if found is None:
+            return offsets.last_stable_offset
+        base, count = found
+        offset = base
+        consumer = self.consumer(isolation_level="read_uncommitted")
+        try:
+            tp = TopicPartition(meta.name, partition)
+            consumer.assign([tp])
+            consumer.seek(tp, max(base, offsets.log_start_offset))
+            batch = consumer.poll(max_records=count)
+            if batch.num_rows:
+                times = pc.cast(batch["_timestamp"], pa.int64())
+                late = pc.filter(batch["_offset"], pc.greater_equal(times, pa.scalar(timestamp_ms, pa.int64())))
+                if len(late):
+                    offset = int(late[0].as_py())
+        finally:
+            consumer.close()
+        return max(offset, offsets.log_start_offset)
 
     def segment_registered(self, object_key: str) -> bool:
         """Whether an uploaded object was registered as a segment."""
