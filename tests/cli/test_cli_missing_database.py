@@ -41,7 +41,8 @@ def test_a_read_only_command_on_a_missing_database_exits_2_and_creates_nothing(t
     assert not (tmp_path / "no").exists()
     # the embedded default, for each read-only command
     for args in (["topics", "list"], ["--json", "groups", "list"], ["transactions", "list"], ["fsck"],
-                 ["consume", "t", "--from-beginning"], ["topics", "describe", "t"], ["produce", "t", "--file", "-", "--format", "jsonl"]):
+                 ["consume", "t", "--from-beginning"], ["topics", "describe", "t"],
+                 ["produce", "t", "--file", "-", "--format", "jsonl"]):
         code, out, err = cli(*args)
         assert code == 2 and out == "", (args, out)
         assert str(tmp_path / "home" / "broker.db") in err and "TXN_BROKER_HOME" in err, (args, err)
