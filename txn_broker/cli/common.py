@@ -42,7 +42,7 @@ class Context:
     @property
     def broker(self) -> Broker:
         """The broker, opened on first use. Only a command registered with
-        ``creates=True`` (``topics create``, ``serve``) may create an embedded (SQLite)
+        ``creates=True`` (``topics create``) and ``serve`` may create an embedded (SQLite)
         database; any other refuses a missing one, naming it, and creates nothing."""
         if self._broker is None:
             import txn_broker
@@ -50,7 +50,10 @@ class Context:
             url, embedded = resolve_database_url(self.args.database_url)
             check_database_url(url)
             missing = missing_sqlite_file(url)
-            if missing is not None and not getattr(self.args, "creates", False):
+            # (`serve` creates its broker on a first run too; it is named here rather than
+            # with creates=True on its parser, which another change of serve.py touches)
+            creates = getattr(self.args, "creates", False) or getattr(self.args, "command", None) == "serve"
+            if missing is not None and not creates:
                 from ..errors import MissingDatabaseError
 
                 where = (f"the embedded default under TXN_BROKER_HOME ({missing.parent})" if embedded

@@ -47,7 +47,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
                             "read, write and abort)")
-    serve.set_defaults(handler=run_serve, creates=True)
+    serve.set_defaults(handler=run_serve)
 
 
 def parse_listen(text: str, *, secured: bool = False, insecure: bool = False) -> tuple[str, int]:
