@@ -60,6 +60,11 @@ def backend(request, tmp_path, monkeypatch):
     if request.param == "sqlite":
         b = Backend("sqlite", f"sqlite:///{tmp_path}/broker.db", (tmp_path / "segments").as_uri())
         b.env = {"TXN_BROKER_DATABASE_URL": b.database_url, "TXN_BROKER_STORAGE_URL": b.storage_url}
+        # a backend is a broker that exists, as the PostgreSQL one's template makes it (a
+        # read-only command refuses a missing SQLite file: tests/cli/test_cli_missing_database.py)
+        from txn_broker import upgrade_schema
+
+        upgrade_schema(b.database_url)
         yield b
         return
     pg = request.getfixturevalue("pg_server")

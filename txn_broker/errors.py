@@ -238,6 +238,11 @@ class TimestampOutOfRangeError(SchemaMismatchError):
     was written."""
 
 
+class MissingDatabaseError(InvalidConfigError):
+    """A command that only reads found no broker database where it looked (an SQLite file
+    that does not exist); nothing was created."""
+
+
 class CredentialsInUrlError(InvalidConfigError):
     """A storage URL carries credentials (``s3://KEY:SECRET@bucket``): give them as storage
     options or in the environment boto3 reads instead. Refused before any request is made;

@@ -88,6 +88,7 @@ def test_a_storage_url_with_credentials_is_refused_at_once(tmp_path):
     assert SECRET not in str(caught.value) + repr(caught.value)
     assert "storage_options" in str(caught.value)
     assert not (tmp_path / "b.db").exists()  # nothing was created either
+    txn_broker.upgrade_schema(f"sqlite:///{tmp_path}/b.db")  # the CLI would refuse a missing database first
     env = cli_env(None, TXN_BROKER_DATABASE_URL=f"sqlite:///{tmp_path}/b.db")
     for mode in ([], ["--json"], ["--debug"]):
         result = run(None, *mode, "--storage-url", url, "topics", "list", expect=2, env=env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import mask_url, resolve_database_url, url_secrets
@@ -40,17 +41,60 @@ class Context:
 
     @property
     def broker(self) -> Broker:
+        """The broker, opened on first use. Only a command registered with
+        ``creates=True`` (``topics create``) and ``serve`` may create an embedded (SQLite)
+        database; any other refuses a missing one, naming it, and creates nothing."""
         if self._broker is None:
             import txn_broker
 
-            check_database_url(self.database_url())
+            url, embedded = resolve_database_url(self.args.database_url)
+            check_database_url(url)
+            missing = missing_sqlite_file(url)
+            # (`serve` creates its broker on a first run too; it is named here rather than
+            # with creates=True on its parser, which another change of serve.py touches)
+            creates = getattr(self.args, "creates", False) or getattr(self.args, "command", None) == "serve"
+            if missing is not None and not creates:
+                from ..errors import MissingDatabaseError
+
+                where = (f"the embedded default under TXN_BROKER_HOME ({missing.parent})" if embedded
+                         else "--database-url or TXN_BROKER_DATABASE_URL")
+                raise MissingDatabaseError(
+                    f"no broker database at {missing} ({mask_url(url)}, from {where}); nothing was created. "
+                    "Check the URL, or create it with `txn-broker topics create` or `txn-broker db upgrade`")
             self._broker = txn_broker.connect(self.args.database_url, self.args.storage_url)
+            if missing is not None:  # a first run: say where the new broker lives
+                self.out.note(f"Created a new embedded broker in {missing.parent} (database {missing.name}, "
+                              f"storage {self._broker.storage_location}).")
         return self._broker
+
+    def location(self) -> str:
+        """Where the broker lives, safe to print: ``database URL, storage URL`` (masked)."""
+        return f"database {self.broker.database_location}, storage {self.broker.storage_location}"
+
+    def nothing_found(self, text: str) -> str:
+        """An empty answer naming where it looked: ``No topics in database ..., storage ....``."""
+        return f"{text.rstrip('.')} in {self.location()}."
 
     def close(self) -> None:
         if self._broker is not None:
             self._broker.close()
             self._broker = None
+
+
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite URL when it does not exist yet (None: it exists, or the URL
+    is not an SQLite file, e.g. PostgreSQL or an in-memory database)."""
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.make_url(url)
+    except Exception:
+        return None
+    name = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    path = Path(name).absolute()
+    return None if path.exists() else path
 
 
 def check_database_url(url: str) -> None:

@@ -82,7 +82,7 @@ def consume_topic(ctx: Context, args: argparse.Namespace) -> int:
 
 def _print_table(ctx: Context, rows: list[dict[str, Any]]) -> None:
     if not rows:
-        ctx.out.line("No records.")
+        ctx.out.line(ctx.nothing_found("No records."))
         return
     headers = list(rows[0])
 

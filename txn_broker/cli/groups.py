@@ -66,7 +66,7 @@ def list_groups(ctx: Context, args: argparse.Namespace) -> int:
     else:
         ctx.out.table(["GROUP", "TOPICS", "PARTITIONS", "LAG"],
                       [[r["group_id"], ",".join(r["topics"]), r["partition_count"], r["lag"]] for r in rows],
-                      empty="No consumer groups.")
+                      empty=ctx.nothing_found("No consumer groups."))
     return 0
 
 

@@ -28,7 +28,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                         type=_config_item,
                         help="retention.ms, retention.bytes, max.message.bytes, compression.type "
                              "(uncompressed, lz4, zstd)")
-    create.set_defaults(handler=create_topic)
+    create.set_defaults(handler=create_topic, creates=True)
 
     alter = actions.add_parser(
         "alter", parents=[common],
@@ -143,7 +143,7 @@ def list_topics(ctx: Context, args: argparse.Namespace) -> int:
     ctx.out.table(["TOPIC", "PARTITIONS", "RECORDS", "SEGMENTS", "BYTES", "RETENTION_MS", "RETENTION_BYTES"],
                   [[r["name"], r["partition_count"], r["records"], r["segments"], human_bytes(r["size_bytes"]),
                     r["config"]["retention.ms"], r["config"]["retention.bytes"]] for r in rows],
-                  empty="No topics.")
+                  empty=ctx.nothing_found("No topics."))
     return 0
 
 

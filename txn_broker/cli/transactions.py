@@ -69,7 +69,7 @@ def list_transactions(ctx: Context, args: argparse.Namespace) -> int:
         [[s.transactional_id, s.state + (" (hanging)" if s.is_hanging else ""), s.producer_id, s.producer_epoch,
           s.txn_id, human_duration(s.age_ms), human_duration(s.timeout_ms), s.partition_count, s.record_count,
           human_bytes(s.size_bytes)] for s in summaries],
-        empty="No transactional ids" + (f" in state {', '.join(args.state)}." if args.state else "."))
+        empty=ctx.nothing_found("No transactional ids" + (f" in state {', '.join(args.state)}" if args.state else "")))
     return 0
 
 
@@ -147,13 +147,14 @@ def find_hanging(ctx: Context, args: argparse.Namespace) -> int:
                   [[h.transactional_id, h.producer_id, h.producer_epoch, h.txn_id, human_duration(h.age_ms),
                     human_duration(h.timeout_ms), tp.topic, tp.partition, h.first_offsets[tp]]
                    for h in hanging for tp in h.partitions],
-                  empty="No hanging transactions.")
+                  empty=ctx.nothing_found("No hanging transactions."))
     return 0
 
 
 def _actions_table(ctx: Context, actions: list[SweepAction], empty: str) -> None:
     ctx.out.table(["TRANSACTIONAL_ID", "ACTION", "TXN_ID", "PRODUCER_ID", "EPOCH"],
-                  [[a.transactional_id, a.action, a.txn_id, a.producer_id, a.epoch] for a in actions], empty=empty)
+                  [[a.transactional_id, a.action, a.txn_id, a.producer_id, a.epoch] for a in actions],
+                  empty=ctx.nothing_found(empty))
 
 
 def abort_expired(ctx: Context, args: argparse.Namespace) -> int:
