@@ -23,7 +23,8 @@ DAY_MS = 24 * 3600 * 1000
 GC_KEYS = {"dry_run", "orphan_grace_ms", "delete_delay_ms", "aborted_segments", "aborted_bytes",
            "retention_segments", "retention_bytes", "truncations", "objects_deleted", "objects_waiting",
            "orphans_deleted", "orphan_bytes", "orphans_within_grace", "compacted_segments", "compacted_bytes",
-           "compaction_outputs", "compaction_conflicts"}
+           "compaction_outputs", "compaction_conflicts", "iceberg_orphans_deleted", "iceberg_orphan_bytes",
+           "iceberg_orphans_within_grace"}
 FSCK_KEYS = {"ok", "problems", "warnings", "counts", "partitions_checked", "segments_checked", "objects_checked"}
 
 
