@@ -55,8 +55,7 @@ def test_killed_before_commit_leaves_orphans_gc_deletes(backend):
     assert kept.iceberg_orphans_within_grace >= 2 and kept.iceberg_orphans_deleted == 0
     assert parquet_files(broker) == orphans
 
-    done = sync(backend)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert broker.publish_iceberg()[0].rows == 6  # the next publish takes it all, once
     table = table.refresh()
     assert table_rows(table) == committed_rows(broker)
     report = broker.gc(orphan_grace_ms=0, delete_delay_ms=0)
@@ -69,8 +68,7 @@ def test_killed_before_commit_leaves_orphans_gc_deletes(backend):
     transfer(bank, 4)
     after_commit = sync(backend, **{"iceberg.after_commit": "kill"})
     assert after_commit.returncode == -signal.SIGKILL
-    again = sync(backend)
-    assert again.returncode == 0, again.stderr[-2000:]
+    assert broker.publish_iceberg()[0].snapshot_id is None  # the killed run had committed it all
     table = table.refresh()
     assert len(table.snapshots()) == 2  # the killed run committed; the next had nothing to add
     assert table_rows(table) == committed_rows(broker)
@@ -84,7 +82,7 @@ def test_publisher_sigkilled_at_random_resumes_exactly_once(backend):
     broker = backend.connect()
     create(broker, **{"iceberg.target.file.bytes": "2000"})  # several files per publish
     env = {**cli_env(backend)}
-    producer = subprocess.Popen([sys.executable, str(BANK), "150", "7"], env=env, stderr=subprocess.PIPE, text=True)
+    producer = subprocess.Popen([sys.executable, str(BANK), "80", "7"], env=env, stderr=subprocess.PIPE, text=True)
     rng = random.Random(25)
     kills = 0
     try:
