@@ -16,10 +16,11 @@ import pyarrow as pa
 
 from .compaction import CompactionReport, compact
 from .config import Settings, resolve_database_url, resolve_storage_url
-from .consumer import Consumer, commit_offsets, committed_offsets
+from .consumer import DEFAULT_METADATA_MAX_AGE_MS, Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
 from .database import Database, Tx
 from .errors import (
+    IncompatibleSchemaError,
     InvalidConfigError,
     InvalidInputError,
     SchemaMismatchError,
@@ -36,6 +37,7 @@ from .iceberg.settings import IcebergSettings
 from .log.appends import segment_registered
 from .log.batches import DEFAULT_SCHEMA
 from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
+from .log.projection import declared_default
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
     GroupDescription,
@@ -196,13 +198,21 @@ class Broker:
         return self.describe_topic(name)
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]] | Iterable[TopicSpec],
-                      config: dict[str, Any] | None = None) -> dict[str, str]:
+                      config: dict[str, Any] | None = None, *, evolve: bool = False,
+                      by: str | None = None) -> dict[str, str]:
         """Create each topic that does not exist yet, given as :class:`TopicSpec` values or
         as ``{name: (partitions, schema)}`` (``config`` for the new ones, where a spec has
         none). An existing topic must have the same partition count (InvalidConfigError)
         and, when a schema is given, the same schema (SchemaMismatchError). Safe to run
         concurrently and repeatedly: the set-up step of every pipeline. Returns
-        ``{name: "created" | "exists"}``."""
+        ``{name: "created" | "exists" | "evolved"}``.
+
+        ``evolve``: an existing topic whose declared schema or partition count differs is
+        altered to it instead (:meth:`alter_topic`, recorded as ``by``): a new schema
+        version when the change keeps the topic's rules, more partitions when more are
+        declared. A change the rules refuse raises IncompatibleSchemaError naming the
+        topic, the field and the rule; fewer partitions, InvalidPartitionsError. So a
+        pipeline's code carries its topics' changes, checked when it is deployed."""
         specs = ([TopicSpec(name, partitions, schema) for name, (partitions, schema) in topics.items()]
                  if isinstance(topics, Mapping) else [spec for spec in topics])
         for spec in specs:
@@ -221,6 +231,9 @@ class Broker:
                 except TopicAlreadyExistsError:
                     pass  # created concurrently: check it like any existing one
             described = self.describe_topic(name)
+            if evolve:
+                done[name] = self._evolve(described, spec, by)
+                continue
             if len(described.partitions) != partitions:
                 raise InvalidConfigError(
                     f"topic {name!r} exists with {len(described.partitions)} partitions, expected {partitions}")
@@ -229,6 +242,46 @@ class Broker:
                     f"topic {name!r} exists with schema {described.schema}, expected {schema}")
             done[name] = "exists"
         return done
+
+    def _evolve(self, described: TopicDescription, spec: TopicSpec, by: str | None) -> str:
+        """An existing topic altered to its declaration; "evolved" or "exists"."""
+        schema = None
+        if spec.schema is not None and not _same_columns(described.schema, spec.schema):
+            schema = spec.schema
+        partitions = spec.partitions if spec.partitions != len(described.partitions) else None
+        if schema is None and partitions is None:
+            return "exists"
+        try:
+            self.alter_topic(spec.name, schema=schema, partitions=partitions, by=by)
+        except IncompatibleSchemaError as error:
+            raise IncompatibleSchemaError(
+                f"topic {spec.name!r} cannot evolve to its declared schema: {error}", field=error.field,
+                rule=error.rule) from None
+        return "evolved"
+
+    def alter_topic(self, name: str, *, schema: pa.Schema | None = None, partitions: int | None = None,
+                    config: Mapping[str, Any] | None = None, by: str | None = None) -> TopicDescription:
+        """Change a topic while pipelines run, in one database transaction recorded with
+        ``by`` (default ``user@host``) and the time (docs/semantics.md, "Schema evolution"):
+
+        * ``schema``: the next schema version. Fields are matched to the latest version by
+          field id when they carry one (``PARQUET:field_id`` in the field's metadata: how
+          a rename is expressed), else by name; a new field takes the next id. The change
+          must keep the structural rules and the topic's ``schema.compatibility``
+          (IncompatibleSchemaError naming the field and the rule otherwise).
+        * ``partitions``: a larger partition count (InvalidPartitionsError to shrink).
+          Keyed records go to the new count from then on.
+        * ``config``: topic configs to change (InvalidConfigError for an unknown key or a
+          bad value); the schema change, if any, is checked under the new configs.
+
+        Nothing changes when any part is refused. Returns the topic's description."""
+        self._topics.alter(name, schema=schema, partitions=partitions, config=config, by=by)
+        return self.describe_topic(name)
+
+    def topic_alterations(self, name: str) -> list[dict[str, Any]]:
+        """Every alteration of a topic, oldest first: ``seq``, ``altered_ms``, ``altered_by``
+        and ``changes`` (what changed: ``schema``, ``partitions``, ``config``)."""
+        return self._topics.alterations(name)
 
     def list_topics(self) -> list[str]:
         return self._topics.names()
@@ -300,8 +353,12 @@ class Broker:
                         timeout)
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
-                 auto_offset_reset: str = "earliest") -> Consumer:
-        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset)
+                 auto_offset_reset: str = "earliest", *,
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS) -> Consumer:
+        """A consumer. ``metadata_max_age_ms``: how often it looks its topics up again (a
+        newer schema version, partitions added to a subscribed topic)."""
+        return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset,
+                        metadata_max_age_ms=metadata_max_age_ms)
 
     # -- consumer groups -----------------------------------------------------------------
 
@@ -508,3 +565,11 @@ class Broker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _same_columns(current: pa.Schema, declared: pa.Schema) -> bool:
+    """Whether a declared schema is the topic's latest as it stands: the same columns, types,
+    nullability and declared defaults (field ids are the broker's, not the declaration's)."""
+    if not current.equals(declared.remove_metadata()):
+        return False
+    return all(declared_default(a) == declared_default(b) for a, b in zip(current, declared, strict=True))

@@ -334,7 +334,9 @@ class Publisher:
             written.append(done)
             pending, pending_bytes = [], 0
 
-        for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end):
+        versions = {number: v.schema for number, v in meta.versions.items()}
+        for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end,
+                                   schemas=versions, version=meta.schema_version):
             pending.append(conform(rows, schema))
             pending_bytes += pending[-1].nbytes
             if pending_bytes * ratio >= target:

@@ -40,6 +40,7 @@ from .backend import KafkaBackend, Node, PreparedProduce
 from .errors import error_code
 from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
+from .limits import ListenerLimits
 from .recordbatch import RecordFormatError, decode_batches
 from .security import SaslSession, SaslUsers
 
@@ -80,7 +81,7 @@ class KafkaServer:
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
-                 sweep_interval_s: float = SWEEP_INTERVAL_S) -> None:
+                 sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None) -> None:
         self.backend = KafkaBackend(broker)
         self.host = host
         self.port = port
@@ -88,6 +89,7 @@ class KafkaServer:
         self.max_request_bytes = max_request_bytes
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
+        self.limits = limits or ListenerLimits()  # memory and connections (kafka/limits.py)
         self.groups = GroupCoordinator()
         self.sasl_users = sasl_users
         self.sweep_interval_s = sweep_interval_s
@@ -108,7 +110,8 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: FrameProtocol(FrameReader(self.max_request_bytes), self._accept), self.host, self.port,
+            lambda: FrameProtocol(FrameReader(self.max_request_bytes, limits=self.limits), self._accept, self.limits),
+            self.host, self.port,
             ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port)

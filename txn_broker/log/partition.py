@@ -46,6 +46,8 @@ class PlannedSegment:
     #: ``record_count`` is the offset span, gaps included); None: ``record_count`` records
     #: at consecutive offsets
     row_count: int | None = None
+    #: the topic schema version it was encoded in (readers project it to theirs)
+    schema_version: int = 1
 
     @property
     def end_offset(self) -> int:
@@ -91,7 +93,7 @@ def plan_segments(tx: Tx, topic_id: int, partition: int, start: int, end: int,
     rows = tx.all("fetch_plan", topic_id=topic_id, partition_no=partition, start_offset=start,
                   end_offset=end, max_segments=max_segments)
     return [PlannedSegment(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.txn_id,
-                           r.marker, r.purged_ms is not None, r.row_count)
+                           r.marker, r.purged_ms is not None, r.row_count, r.schema_version)
             for r in rows if r.base_offset + r.record_count > start]
 
 

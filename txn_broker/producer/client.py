@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from ..config import Settings
 from ..coordinator import Coordinator
 from ..database import Database
@@ -33,11 +35,12 @@ from ..errors import (
     InvalidPidMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
+    SchemaMismatchError,
     TxnBrokerError,
 )
 from ..faults import fault_point
 from ..log.appends import segment_registered
-from ..log.batches import check_record_sizes, to_table
+from ..log.batches import check_record_sizes
 from ..log.partition import check_offset
 from ..log.segment_format import with_timestamp
 from ..log.types import AppendResult, ProducerIdentity, TransactionHandle
@@ -45,7 +48,8 @@ from ..models import TopicPartition
 from ..names import validate_id, validate_partition
 from ..retry import retrying
 from ..storage import ObjectStore
-from ..topics import Topics
+from ..topic_schemas import conform_send
+from ..topics import TopicMeta, Topics
 from .accumulator import RecordAccumulator
 from .sender import SegmentSender
 from .state import P, ProducerState, move, require
@@ -357,8 +361,7 @@ class Producer:
                 self._require(P.IN_TRANSACTION, action="send")
             else:
                 self._require(P.READY, action="send")
-            meta = self._topics.get(topic)
-            table = to_table(data, meta.schema, topic)
+            meta, table = self._conform(topic, data)
             if table.num_rows == 0:
                 return
             check_record_sizes(table, meta.max_message_bytes, topic)
@@ -384,6 +387,20 @@ class Producer:
             if full:
                 with self._guard():
                     self._flush(full)
+
+    def _conform(self, topic: str, data: Any) -> tuple[TopicMeta, pa.Table]:
+        """The send as a table of the topic's latest schema version (an older version the
+        topic's schema.compatibility allows is converted); a send matching none is looked
+        at again with the topic's metadata read afresh, once (it may be in a version made
+        since this producer looked), then refused with SchemaMismatchError."""
+        meta = self._topics.get(topic)
+        try:
+            return meta, conform_send(data, meta.versions, meta.schema_version, meta.compatibility, topic)
+        except SchemaMismatchError:
+            fresh = self._topics.get(topic, refresh=True)
+            if (fresh.schema_version, fresh.compatibility) == (meta.schema_version, meta.compatibility):
+                raise
+            return fresh, conform_send(data, fresh.versions, fresh.schema_version, fresh.compatibility, topic)
 
     # -- flushing ------------------------------------------------------------------------
 

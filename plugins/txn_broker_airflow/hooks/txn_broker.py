@@ -203,6 +203,17 @@ class TxnBrokerHook(BaseHook):
             self._check_role(self._broker, config)
         return self._broker
 
+    def alter_topic(self, name: str, *, schema: Any = None, partitions: int | None = None,
+                    config: dict[str, Any] | None = None, by: str | None = None) -> Any:
+        """Change a topic while its pipelines run (:meth:`txn_broker.Broker.alter_topic`):
+        the next schema version under its ``schema.compatibility``, more partitions,
+        changed configs; one database transaction, recorded with ``by`` (default: this
+        connection's id) and the time. Returns the topic's description; a refused change
+        raises a typed error (IncompatibleSchemaError naming the field and the rule) and
+        changes nothing."""
+        return self.get_conn().alter_topic(name, schema=schema, partitions=partitions, config=config,
+                                           by=by or f"airflow:{self.txn_broker_conn_id}")
+
     def _check_role(self, broker: Broker, config: BrokerConfig) -> None:
         """Warn (once per process and database) when the broker's database is reached as the
         schema's owner or a superuser instead of a login of the least-privilege client role
