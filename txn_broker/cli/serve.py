@@ -8,7 +8,7 @@ import socket
 import sys
 from typing import Any
 
-from .common import Context, UsageError, non_negative_int
+from .common import Context, UsageError, non_negative_int, positive_int
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
@@ -47,6 +47,16 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
                             "read, write and abort)")
+    serve.add_argument("--auto-create-topics", action="store_true",
+                       help="create a topic a client asks Metadata for and that does not exist, with Kafka's "
+                            "record shape and --default-partitions (Kafka's auto.create.topics.enable; "
+                            "default off)")
+    serve.add_argument("--default-partitions", type=positive_int, default=1, metavar="N",
+                       help="partitions of an automatically created topic (Kafka's num.partitions; default 1)")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="also serve Prometheus metrics at http://HOST:PORT/metrics: the broker's figures "
+                            "(as `txn-broker metrics`) and the listener's requests, errors, latency, "
+                            "connections (docs/observability.md)")
     serve.set_defaults(handler=run_serve)
 
 
@@ -87,15 +97,26 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
     limits = listener_limits(args, ListenerLimits)
     host, port = parse_listen(args.listen, secured=tls is not None or users is not None, insecure=args.insecure)
     broker = ctx.broker
+    metrics, metrics_url = None, None
+    if args.metrics_listen:
+        from ..metrics import ListenerMetrics, broker_registry
+        from .metrics import serve_registry
+
+        registry = broker_registry(broker)
+        metrics = ListenerMetrics(registry)
+        metrics_url = serve_registry(registry, "--metrics-listen", args.metrics_listen)
 
     def ready(server: Any) -> None:
         sys.stdout.write(f"listening on {server.host}:{server.port}"
                          f"{' (TLS)' if tls else ''}{' (SASL)' if users else ''}\n")
+        if metrics_url is not None:
+            sys.stdout.write(f"serving metrics at {metrics_url}\n")
         sys.stdout.flush()
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
           max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
-          sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits)
+          sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits,
+          auto_create_topics=args.default_partitions if args.auto_create_topics else 0, metrics=metrics)
     return 0
 
 
