@@ -279,7 +279,7 @@ def _delete_orphans(db: Database, store: ObjectStore, report: GcReport, say: Pro
     delete(batch)
 
 
-# -- 5. Iceberg warehouse orphans ---------------------------------------------------------
+# -- 6. Iceberg warehouse orphans ---------------------------------------------------------
 
 
 def _delete_warehouse_orphans(db: Database, store: ObjectStore, report: GcReport, say: Progress) -> None:
