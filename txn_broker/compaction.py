@@ -83,6 +83,8 @@ class Candidate:
     committed: bool
     #: of an aborted transaction: merged, its records dropped
     aborted: bool
+    #: the topic schema version it was written in (the merged segment is in the latest)
+    schema_version: int = 1
 
 
 @dataclass
@@ -135,7 +137,8 @@ def candidates(tx: Tx, topic_id: int, partition: int, min_age_ms: int) -> list[C
             out.append(Candidate(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.max_timestamp_ms,
                                  r.purged_ms is not None, r.row_count,
                                  committed=r.purged_ms is None and (r.txn_id is None or r.marker == "COMMIT"),
-                                 aborted=r.purged_ms is not None or (r.txn_id is not None and r.marker == "ABORT")))
+                                 aborted=r.purged_ms is not None or (r.txn_id is not None and r.marker == "ABORT"),
+                                 schema_version=r.schema_version))
             position = end
         if len(rows) < _PAGE:
             break
@@ -170,8 +173,10 @@ class SegmentTarget:
         """The group's committed rows, a segment at a time, with their offsets first (the
         partition's visible rows, :func:`txn_broker.log.scan.scan_partition`; if another
         compactor swapped meanwhile, the same rows from its segment, and this swap refuses)."""
+        versions = {number: v.schema for number, v in self.topic.versions.items()}
+        # every input in the topic's latest version, by field id (the merged segment is in it)
         for table in scan_partition(self.db, self.store, self.topic.topic_id, self.topic.name, self.partition,
-                                    group.start, group.end):
+                                    group.start, group.end, schemas=versions, version=self.topic.schema_version):
             yield table.drop_columns(["_partition"])  # left: _offset, _timestamp, the topic's columns
 
     def write(self, group: RewriteGroup, tables: list[pa.Table]) -> MergedSegment:
@@ -202,7 +207,7 @@ class SegmentTarget:
             tx.execute("insert_compacted_segment", **key, base_offset=group.start,
                        record_count=group.end - group.start, size_bytes=output.size_bytes,
                        object_key=output.object_key, max_timestamp_ms=output.max_timestamp_ms,
-                       row_count=output.row_count)
+                       row_count=output.row_count, schema_version=self.topic.schema_version)
             return True
 
         return bool(self.db.run(work))
@@ -225,6 +230,8 @@ def compact_partition(db: Database, store: ObjectStore, topic: TopicMeta, partit
     compacted = False
     for group in groups:
         inputs = [by_key[k] for k in group.keys]
+        if any(c.schema_version not in topic.versions for c in inputs):
+            continue  # written in a schema version made after the topic was looked up: next run
         span = group.end - group.start
         kept = sum(c.row_count if c.row_count is not None else c.record_count for c in inputs if c.committed)
         if report.dry_run:
