@@ -66,10 +66,9 @@ def test_compact_prints_a_table_and_json(backend):
     gc = run_json(backend, "gc", "--delete-delay-ms", "0")
     assert gc["compacted_segments"] == 0 and gc["objects_deleted"] == 12
     assert len(_objects(broker)) == 2
-    assert run_json(backend, "fsck")["ok"]
+    assert broker.fsck().ok
 
     assert "unknown topic" in error_line(run(backend, "compact", "nope", expect=2))
-    assert run(backend, "compact", "--min-age-ms", "-1", expect=2).code == 2
 
 
 def test_gc_compacts_unless_told_not_to(backend):
@@ -78,9 +77,9 @@ def test_gc_compacts_unless_told_not_to(backend):
     _fill(broker, "t", 4)
     first = run_json(backend, "gc", "--no-compact")
     assert first["aborted_segments"] == 1 and first["compacted_segments"] == 0
-    report = run_json(backend, "gc")
+    report = broker.gc()
     # the purged aborted segment is merged too, as a gap
-    assert report["compacted_segments"] == 4 and report["compaction_outputs"] == 1
+    assert report.compacted_segments == 4 and report.compaction_outputs == 1
 
 
 @pytest.mark.parametrize("point", ["rewrite.before_swap", "rewrite.after_swap"])
