@@ -272,34 +272,42 @@ WHERE txn_id = :txn_id AND marker IS NULL;
 
 -- upsert_txn_offset --
 -- TxnOffsetCommit: stage a group offset inside the transaction
-INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset)
-VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset)
+INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset, metadata, leader_epoch)
+VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset, :metadata, :leader_epoch)
 ON CONFLICT (txn_id, group_id, topic_id, partition_no) DO UPDATE
-SET committed_offset = excluded.committed_offset;
+SET committed_offset = excluded.committed_offset,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- apply_txn_offsets --
 -- Make a committed transaction's group offsets the groups' committed offsets
-INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
-SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id,
+                           metadata, leader_epoch)
+SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id, metadata, leader_epoch
 FROM txn_offsets WHERE txn_id = :txn_id
 ORDER BY group_id, topic_id, partition_no
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
-    txn_id = excluded.txn_id;
+    txn_id = excluded.txn_id,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- upsert_group_offset --
 -- A plain (non-transactional) offset commit
-INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
-VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL)
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id,
+                           metadata, leader_epoch)
+VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL, :metadata, :leader_epoch)
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
-    txn_id = NULL;
+    txn_id = NULL,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- group_offsets_for_topic --
 -- A group's committed offsets in one topic
-SELECT partition_no, committed_offset FROM group_offsets
+SELECT partition_no, committed_offset, metadata, leader_epoch FROM group_offsets
 WHERE group_id = :group_id AND topic_id = :topic_id;
 
 -- list_groups --
@@ -584,13 +592,22 @@ LIMIT :limit;
 -- A consistent cut (txn_broker/log/cut.py: the Spark source's atomic end of a read, the
 -- Iceberg publisher's snapshots): the committed transactions with records at or after
 -- :end_offset in one partition, and every partition each of them wrote with its first
--- offset there
+-- offset there. A compacted segment (row_count set) belongs to no transaction: when one
+-- ends past :end_offset (rare: an end lowered below where compaction reached), the
+-- transactions whose records it holds are found by their partition entries instead (a scan
+-- of txn_partitions, run only then)
 SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
 FROM txn_partitions tp
 WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
-  AND tp.txn_id IN (SELECT s.txn_id FROM segments s
-                    WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
-                      AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);
+  AND (tp.txn_id IN (SELECT s.txn_id FROM segments s
+                     WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+                       AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL)
+       OR (EXISTS (SELECT 1 FROM segments c
+                   WHERE c.topic_id = :topic_id AND c.partition_no = :partition_no
+                     AND c.row_count IS NOT NULL AND c.base_offset + c.record_count > :end_offset)
+           AND tp.txn_id IN (SELECT x.txn_id FROM txn_partitions x
+                             WHERE x.topic_id = :topic_id AND x.partition_no = :partition_no
+                               AND x.marker = 'COMMIT' AND x.last_offset >= :end_offset)));
 
 -- next_txn_id --
 -- A new transaction id: nextval of the sequence txn_ids on PostgreSQL (takes no row lock,
@@ -635,6 +652,104 @@ ORDER BY node_id;
 -- A listener stops
 DELETE FROM kafka_listeners WHERE node_id = :node_id;
 
+-- metrics_partitions --
+-- Area: the Prometheus exporter (txn_broker/metrics), to the end of this group. Each query
+-- answers for the whole broker in one set-based pass (a scrape runs them in one snapshot).
+-- Every partition's offsets, segment count and bytes (segments not purged by gc), as
+-- topic_partition_offsets reports them for one topic
+SELECT t.name AS topic, p.partition_no, p.log_start_offset, p.high_watermark,
+       COALESCE(o.first_open_offset, p.high_watermark) AS last_stable_offset,
+       COALESCE(s.segment_count, 0) AS segment_count,
+       CAST(COALESCE(s.size_bytes, 0) AS BIGINT) AS size_bytes
+FROM partitions p
+JOIN topics t ON t.topic_id = p.topic_id
+LEFT JOIN (SELECT topic_id, partition_no, MIN(first_offset) AS first_open_offset
+           FROM txn_partitions
+           WHERE marker IS NULL AND first_offset IS NOT NULL
+           GROUP BY topic_id, partition_no) o
+       ON o.topic_id = p.topic_id AND o.partition_no = p.partition_no
+LEFT JOIN (SELECT topic_id, partition_no, COUNT(*) AS segment_count, SUM(size_bytes) AS size_bytes
+           FROM segments
+           WHERE purged_ms IS NULL
+           GROUP BY topic_id, partition_no) s
+       ON s.topic_id = p.topic_id AND s.partition_no = p.partition_no
+ORDER BY t.name, p.partition_no;
+
+-- metrics_group_offsets --
+-- Every group's committed offset per partition and, when the group is behind the last
+-- stable offset, the newest timestamp (max_timestamp_ms) of the first committed, unpurged
+-- segment below it holding a record the group has not consumed
+SELECT g.group_id, t.name AS topic, g.partition_no, g.committed_offset,
+       CASE WHEN g.committed_offset < COALESCE(o.first_open_offset, p.high_watermark) THEN
+         (SELECT s.max_timestamp_ms FROM segments s
+          LEFT JOIN txn_partitions m
+                 ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
+          WHERE s.topic_id = g.topic_id AND s.partition_no = g.partition_no
+            AND s.base_offset >= COALESCE((SELECT MAX(f.base_offset) FROM segments f
+                                           WHERE f.topic_id = g.topic_id AND f.partition_no = g.partition_no
+                                             AND f.base_offset <= g.committed_offset), 0)
+            AND s.base_offset + s.record_count > g.committed_offset
+            AND s.base_offset < COALESCE(o.first_open_offset, p.high_watermark)
+            AND s.purged_ms IS NULL AND (s.txn_id IS NULL OR m.marker = 'COMMIT')
+          ORDER BY s.base_offset
+          LIMIT 1)
+       END AS unconsumed_timestamp_ms
+FROM group_offsets g
+JOIN topics t ON t.topic_id = g.topic_id
+JOIN partitions p ON p.topic_id = g.topic_id AND p.partition_no = g.partition_no
+LEFT JOIN (SELECT topic_id, partition_no, MIN(first_offset) AS first_open_offset
+           FROM txn_partitions
+           WHERE marker IS NULL AND first_offset IS NOT NULL
+           GROUP BY topic_id, partition_no) o
+       ON o.topic_id = g.topic_id AND o.partition_no = g.partition_no
+ORDER BY g.group_id, t.name, g.partition_no;
+
+-- metrics_transactional_id_states --
+-- Transactional ids per coordinator state, how many of them hang (Ongoing past their own
+-- timeout, as txn_broker.states.is_hanging) and the start of the oldest open transaction
+SELECT state, COUNT(*) AS ids,
+       SUM(CASE WHEN state = 'Ongoing' AND txn_start_ms IS NOT NULL AND txn_start_ms <> 0
+                     AND txn_start_ms + timeout_ms < {now_ms} THEN 1 ELSE 0 END) AS hanging,
+       MIN(CASE WHEN state IN ('Ongoing', 'PrepareCommit', 'PrepareAbort', 'PrepareEpochFence')
+                     AND txn_start_ms <> 0 THEN txn_start_ms END) AS oldest_open_start_ms,
+       {now_ms} AS now_ms
+FROM transactional_ids
+GROUP BY state
+ORDER BY state;
+
+-- metrics_settled_transaction_id --
+-- The newest transaction id below which every transaction is decided and was started more
+-- than :settle_ms ago (so no transaction with a smaller id can still appear: ids are taken
+-- just before their row is written). Counts up to it never change again
+SELECT MAX(x.txn_id) FROM transactions x
+WHERE x.txn_id > :after_txn_id AND x.start_ms < {now_ms} - :settle_ms
+  AND x.txn_id < COALESCE((SELECT MIN(o.txn_id) FROM transactions o WHERE o.outcome IS NULL), x.txn_id + 1);
+
+-- metrics_transaction_outcomes --
+-- Committed and aborted transaction instances after :after_txn_id, those up to
+-- :settled_txn_id apart (the transactions table keeps one row per instance, so every
+-- process counts the same; the exporter adds settled counts up once)
+SELECT COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_aborted,
+       COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_aborted
+FROM transactions
+WHERE txn_id > :after_txn_id;
+
+-- metrics_gc_backlog --
+-- What gc has still to do, as the database knows it: aborted transactions' segments not
+-- purged yet, and queued object deletions past (due) or within (waiting) the delete delay
+SELECT a.aborted_segments, a.aborted_bytes,
+       (SELECT COUNT(*) FROM object_deletions WHERE requested_ms <= {now_ms} - :delay_ms) AS due_objects,
+       (SELECT COUNT(*) FROM object_deletions WHERE requested_ms > {now_ms} - :delay_ms) AS waiting_objects,
+       (SELECT MIN(requested_ms) FROM object_deletions) AS oldest_requested_ms,
+       {now_ms} AS now_ms
+FROM (SELECT COUNT(s.base_offset) AS aborted_segments,
+             CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) AS aborted_bytes
+      FROM txn_partitions tp
+      JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
+                     AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
+      WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) a;
 -- compaction_candidates --
 -- Area: segment compaction (txn_broker/compaction.py), to the end of this group.
 -- One page of a partition's segments from an offset, in offset order, with their
@@ -689,3 +804,32 @@ VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :obj
 -- When a segment was registered (how long its records have waited to be published)
 SELECT created_ms FROM segments
 WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset = :base_offset;
+
+-- delete_group_offsets --
+-- DeleteGroups: every committed offset of a group
+DELETE FROM group_offsets WHERE group_id = :group_id;
+
+-- delete_group_offset --
+-- OffsetDelete: a group's committed offset of one partition
+DELETE FROM group_offsets WHERE group_id = :group_id AND topic_id = :topic_id AND partition_no = :partition_no;
+
+-- partition_producers --
+-- DescribeProducers: the producers with sequence state on a partition, and the first offset
+-- of the transaction each has open there (NULL: none)
+SELECT s.producer_id, s.producer_epoch, s.last_sequence, s.updated_ms,
+       (SELECT MIN(o.first_offset) FROM txn_partitions o JOIN transactions t ON t.txn_id = o.txn_id
+        WHERE o.topic_id = s.topic_id AND o.partition_no = s.partition_no AND o.marker IS NULL
+          AND t.producer_id = s.producer_id AND t.end_ms IS NULL) AS txn_start_offset
+FROM producer_state s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+ORDER BY s.producer_id;
+
+-- first_segment_at_time --
+-- The first segment of a partition (by offset) holding a record at or after a time: its
+-- max_timestamp_ms is at least :timestamp_ms (segments purged by gc skipped)
+SELECT s.base_offset, s.record_count
+FROM segments s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.max_timestamp_ms >= :timestamp_ms AND s.purged_ms IS NULL
+ORDER BY s.base_offset
+LIMIT 1;

@@ -60,7 +60,7 @@ BEGIN
         ('txn_state_log',     'SELECT, INSERT'),
         ('txn_partitions',    'SELECT, INSERT, UPDATE'),
         ('txn_offsets',       'SELECT, INSERT, UPDATE'),
-        ('group_offsets',     'SELECT, INSERT, UPDATE'),
+        ('group_offsets',     'SELECT, INSERT, UPDATE, DELETE'),
         ('object_deletions',  'SELECT, INSERT, DELETE'),
         ('kafka_listeners',   'SELECT, INSERT, UPDATE, DELETE'),
         -- the default Iceberg catalog (pyiceberg SqlCatalog runs these, not queries.sql)

@@ -172,6 +172,8 @@ CREATE TABLE txn_offsets (
     topic_id          BIGINT NOT NULL,
     partition_no      INTEGER NOT NULL,
     committed_offset  BIGINT NOT NULL CHECK (committed_offset >= 0),
+    metadata          TEXT,              -- 0008: the commit's metadata, a JSON string (NULL: none)
+    leader_epoch      INTEGER,           -- 0008: the commit's leader epoch (NULL: none)
     PRIMARY KEY (txn_id, group_id, topic_id, partition_no),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE
@@ -185,6 +187,8 @@ CREATE TABLE group_offsets (
     committed_offset  BIGINT NOT NULL CHECK (committed_offset >= 0),
     commit_ms         BIGINT NOT NULL,
     txn_id            BIGINT,
+    metadata          TEXT,              -- 0008: the commit's metadata, a JSON string (NULL: none)
+    leader_epoch      INTEGER,           -- 0008: the commit's leader epoch (NULL: none)
     PRIMARY KEY (group_id, topic_id, partition_no),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE

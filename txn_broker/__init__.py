@@ -41,6 +41,7 @@ from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     PartitionInfo,
     SchemaUpgrade,
     StateChange,
@@ -68,6 +69,7 @@ from .states import (
     open_age_ms,
     state_sets,
 )
+from .timestamps import to_timestamp_ms
 from .topic_configs import COMPATIBILITY_MODES
 from .topic_schemas import SchemaVersion, with_default
 
@@ -85,13 +87,15 @@ __all__ = [
     "with_default", "with_field_id",
     # what the broker returns
     "AppendResult", "CompactionReport", "FsckReport", "GcReport", "GroupDescription", "GroupPartition",
-    "HangingTransaction", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription",
-    "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
+    "HangingTransaction", "OffsetAndMetadata", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction",
+    "TopicDescription", "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
     # transaction states
     "IDLE_STATES", "OPEN_STATES", "PREPARED_STATES", "TxnState", "is_hanging", "is_open", "open_age_ms",
     "state_sets",
     # names and secrets
     "mask_url", "redact", "strip_userinfo", "url_secrets", "validate_id", "validate_topic_name",
+    # points in time (reprocessing from a date)
+    "to_timestamp_ms",
     # errors (txn_broker.errors)
     "errors",
 ]

@@ -36,13 +36,20 @@ from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
 from .iceberg.settings import IcebergSettings
 from .log.appends import segment_registered
 from .log.batches import DEFAULT_SCHEMA
-from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
+from .log.partition import (
+    READ_COMMITTED,
+    PartitionOffsets,
+    check_offset,
+    first_segment_at_time,
+    partition_offsets,
+)
 from .log.projection import declared_default
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     SchemaUpgrade,
     StateChange,
     TopicDescription,
@@ -65,6 +72,7 @@ if TYPE_CHECKING:
 
     from .iceberg.publisher import Publisher, TopicPublish
     from .iceberg.status import TableStatus
+    from .metrics.figures import BrokerFigures, OutcomeTally
 
 #: a callback that receives one line of progress at a time (e.g. to show on a terminal)
 Progress = Callable[[str], None]
@@ -126,6 +134,7 @@ class Broker:
         self.settings = settings
         self._topics = Topics(db, settings)
         self._coordinator = Coordinator(db, settings)
+        self._outcome_tally: OutcomeTally | None = None  # transactions counted by metrics_figures
         self.iceberg_settings = iceberg or IcebergSettings()
         self._publisher: Publisher | None = None
 
@@ -338,36 +347,93 @@ class Broker:
             out[tp] = self._offsets(meta, tp.partition).log_start_offset
         return out
 
+    def offsets_for_times(self, partitions: Iterable[TopicPartition], timestamp_ms: int
+                          ) -> dict[TopicPartition, int]:
+        """Kafka's ``offsetsForTimes``: per partition, the first offset whose record has a
+        timestamp at or after ``timestamp_ms`` (the last stable offset when none has; never
+        below the log start). Found from the segments' max timestamps, then within the one
+        segment by its records' timestamps. What ``groups reset-offsets --to-datetime``
+        and the operators' reprocessing use."""
+        out = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self._topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            out[tp] = self._offset_for_time(meta, tp.partition, timestamp_ms)
+        return out
+
+    def _offset_for_time(self, meta: TopicMeta, partition: int, timestamp_ms: int) -> int:
+        import pyarrow.compute as pc
+
+        offsets = self._offsets(meta, partition)
+        found = self._db.read(lambda tx: first_segment_at_time(tx, meta.topic_id, partition, timestamp_ms))
+        if found is None:
+            return offsets.last_stable_offset
+        base, count = found
+        offset = base
+        consumer = self.consumer(isolation_level="read_uncommitted")
+        try:
+            tp = TopicPartition(meta.name, partition)
+            consumer.assign([tp])
+            consumer.seek(tp, max(base, offsets.log_start_offset))
+            batch = consumer.poll(max_records=count)
+            if batch.num_rows:
+                times = pc.cast(batch["_timestamp"], pa.int64())
+                late = pc.filter(batch["_offset"], pc.greater_equal(times, pa.scalar(timestamp_ms, pa.int64())))
+                if len(late):
+                    offset = int(late[0].as_py())
+        finally:
+            consumer.close()
+        return max(offset, offsets.log_start_offset)
+
     def segment_registered(self, object_key: str) -> bool:
         """Whether an uploaded object was registered as a segment."""
         return segment_registered(self._db, object_key)
 
     # -- clients -------------------------------------------------------------------------
 
-    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
-                 ) -> Producer:
+    def producer(self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None,
+                 *, metrics: Any = None) -> Producer:
         """An idempotent producer, or a transactional one when ``transactional_id`` is set.
-        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``."""
+        ``transaction_timeout_ms``: None means the broker's ``Settings.transaction_timeout_ms``.
+        ``metrics``: a prometheus_client ``CollectorRegistry`` (or a
+        ``txn_broker.metrics.ClientMetrics``) to record commit and abort latency, records
+        and bytes sent, retries and errors in (docs/observability.md); None: nothing kept."""
+        from .metrics.client import client_metrics
+
         timeout = self.settings.transaction_timeout_ms if transaction_timeout_ms is None else transaction_timeout_ms
         return Producer(self._coordinator, self._topics, self._db, self._store, self.settings, transactional_id,
-                        timeout)
+                        timeout, metrics=client_metrics(metrics))
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
                  auto_offset_reset: str = "earliest", *,
-                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS) -> Consumer:
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS, metrics: Any = None) -> Consumer:
         """A consumer. ``metadata_max_age_ms``: how often it looks its topics up again (a
-        newer schema version, partitions added to a subscribed topic)."""
+        newer schema version, partitions added to a subscribed topic). ``metrics``: as for
+        :meth:`producer` (records and bytes polled, errors)."""
+        from .metrics.client import client_metrics
+
         return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset,
-                        metadata_max_age_ms=metadata_max_age_ms)
+                        metadata_max_age_ms=metadata_max_age_ms, metrics=client_metrics(metrics))
 
     # -- consumer groups -----------------------------------------------------------------
 
     def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                           ) -> dict[TopicPartition, int | None]:
+        """A group's committed offsets (the next offset to read); None where it has none."""
+        return {tp: None if c is None else c.offset
+                for tp, c in self.committed_metadata(group_id, partitions).items()}
+
+    def committed_metadata(self, group_id: str, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """A group's committed offsets with the metadata string and leader epoch they were
+        committed with (by ``commit_offsets``, a transaction or a Kafka client); None where
+        it has none."""
         return committed_offsets(self._db, self._topics, group_id, partitions)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW):
+        ints, or OffsetAndMetadata values to keep a metadata string and leader epoch."""
         commit_offsets(self._db, self._topics, group_id, offsets)
 
     def list_groups(self) -> list[str]:
@@ -383,6 +449,27 @@ class Broker:
         return GroupDescription(group_id, [
             GroupPartition(r.topic, r.partition_no, r.committed_offset, r.log_start_offset,
                            r.high_watermark, r.last_stable_offset, r.commit_ms) for r in rows])
+
+    def delete_group(self, group_id: str) -> None:
+        """Forget a group: every committed offset of it (Kafka's DeleteGroups).
+        UnknownGroupError if it has none. Offsets staged by an open transaction still land
+        if that transaction commits."""
+        validate_id("group id", group_id)
+        if not self._db.run(lambda tx: tx.execute("delete_group_offsets", group_id=group_id)):
+            raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Forget a group's committed offsets of ``partitions`` (Kafka's OffsetDelete); a
+        partition the group has no offset for is left as it is."""
+        validate_id("group id", group_id)
+        keys = []
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self._topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            keys.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition})
+        keys.sort(key=lambda k: (k["topic_id"], k["partition_no"]))
+        self._db.run(lambda tx: [tx.execute("delete_group_offset", **k) for k in keys])
 
     # -- transactions: sweeps and admin --------------------------------------------------
 
@@ -471,6 +558,17 @@ class Broker:
         """Transaction instances, newest first, for monitoring."""
         return [dict(r._mapping) for r in self._db.read(lambda tx: tx.all("recent_transactions", limit=limit))]
 
+    # -- observability (docs/observability.md) ------------------------------------------
+
+    def metrics_figures(self) -> BrokerFigures:
+        """The broker-wide figures the Prometheus exporter serves (offsets, lag,
+        transactions, gc backlog), read in one snapshot by a few set-based queries."""
+        from .metrics.figures import OutcomeTally, read_figures
+
+        if self._outcome_tally is None:
+            self._outcome_tally = OutcomeTally()
+        return read_figures(self._db, tally=self._outcome_tally)
+
     # -- Iceberg tables (docs/iceberg.md) -------------------------------------------------
 
     def _iceberg_publisher(self) -> Publisher:
@@ -537,7 +635,23 @@ class Broker:
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Check the metadata against the object store (``txn-broker fsck``); ``progress``
         receives a line per step. Returns an FsckReport (``ok``, problems, warnings)."""
-        return check(self._db, self._store, self.settings, progress=progress)
+        return check(self._db, self._store, self.settings, progress=progress, iceberg=self._iceberg_check())
+
+    def _iceberg_check(self) -> Callable[[], Iterable[tuple[str, int | None, str]]] | None:
+        """fsck's check of the Iceberg tables, when a topic has ``iceberg.enabled``."""
+        metas = [self._topics.get(n, refresh=True) for n in self._topics.names()]
+        enabled = [m for m in metas if m.config.get("iceberg.enabled")]
+        if not enabled:
+            return None
+
+        def problems() -> Iterable[tuple[str, int | None, str]]:
+            from .iceberg.check import check_table
+
+            publisher = self._iceberg_publisher()
+            for meta in enabled:
+                yield from check_table(self._db, publisher, meta)
+
+        return problems
 
     def close(self) -> None:
         if self._publisher is not None:

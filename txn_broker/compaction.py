@@ -44,16 +44,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from .config import Settings
 from .database import Database, Tx
 from .errors import UnknownTopicOrPartitionError
 from .log.keys import segment_key
-from .log.partition import PlannedSegment, partition_offsets, partitions_page
-from .log.projection import project
-from .log.reader import load_segment
+from .log.partition import partition_offsets, partitions_page
+from .log.scan import scan_partition
 from .log.segment_format import OFFSET_COLUMN, encode_segment
 from .retry import retrying
 from .rewrite import RewriteFile, RewriteGroup, plan_rewrite, run_rewrite
@@ -87,10 +85,6 @@ class Candidate:
     aborted: bool
     #: the topic schema version it was written in (the merged segment is in the latest)
     schema_version: int = 1
-
-    def planned(self) -> PlannedSegment:
-        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None,
-                              self.purged, self.row_count, self.schema_version)
 
 
 @dataclass
@@ -176,22 +170,19 @@ class SegmentTarget:
         self.retry_budget_ms = retry_budget_ms
 
     def read(self, group: RewriteGroup) -> Iterator[pa.Table]:
-        """Each committed input's rows, with their offsets first."""
-        for f in group.files:
-            c = self.inputs[f.key]
-            if not c.committed:
-                continue
-            table = load_segment(self.store, c.planned())
-            # every input in the topic's latest version, by field id (the merged segment is in it)
-            table = project(table, self.topic.schema_at(c.schema_version), self.topic.schema)
-            if c.row_count is None:
-                numbers = np.arange(c.base_offset, c.base_offset + table.num_rows, dtype=np.int64)
-                table = table.add_column(0, pa.field(OFFSET_COLUMN, pa.int64()), pa.array(numbers))
-            yield table
+        """The group's committed rows, a segment at a time, with their offsets first (the
+        partition's visible rows, :func:`txn_broker.log.scan.scan_partition`; if another
+        compactor swapped meanwhile, the same rows from its segment, and this swap refuses)."""
+        versions = {number: v.schema for number, v in self.topic.versions.items()}
+        # every input in the topic's latest version, by field id (the merged segment is in it)
+        for table in scan_partition(self.db, self.store, self.topic.topic_id, self.topic.name, self.partition,
+                                    group.start, group.end, schemas=versions, version=self.topic.schema_version):
+            yield table.drop_columns(["_partition"])  # left: _offset, _timestamp, the topic's columns
 
     def write(self, group: RewriteGroup, tables: list[pa.Table]) -> MergedSegment:
         table = pa.concat_tables(tables).combine_chunks()
-        payload = encode_segment(table, self.topic.compression)
+        # compressed as the producer's segments of the same records were: decided without `_offset`
+        payload = encode_segment(table, self.topic.compression, sample_without=(OFFSET_COLUMN,))
         key = segment_key(self.topic.topic_id, self.partition,
                           f"compacted-{group.start:020d}-{group.end:020d}-{uuid.uuid4().hex}")
         retrying(partial(self.store.put, key, payload), self.retry_budget_ms)

@@ -25,21 +25,32 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .database import Database, Tx
-from .errors import CorruptSegmentError, IllegalStateError, InvalidConfigError, OffsetOutOfRangeError
+from .errors import (
+    CorruptSegmentError,
+    IllegalStateError,
+    InvalidConfigError,
+    InvalidInputError,
+    OffsetOutOfRangeError,
+    TxnBrokerError,
+)
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
 from .log.projection import project
 from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool, row_index, row_offsets
 from .log.segment_format import read_schema
-from .models import TopicPartition
-from .names import validate_id, validate_partition
+from .models import OffsetAndMetadata, TopicPartition
+from .names import validate_id, validate_partition, validate_topic_name
 from .storage import ObjectStore
 from .topics import TopicMeta, Topics
+
+if TYPE_CHECKING:
+    from .metrics.client import ClientMetrics
 
 RESETS = ("earliest", "latest", "none")
 
@@ -91,33 +102,43 @@ class _Plan:
 
 
 def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: Iterable[TopicPartition]
-                      ) -> dict[TopicPartition, int | None]:
-    """A group's committed offsets (the next offset to read); None where it has none."""
+                      ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """A group's committed offsets (the next offset to read) with their metadata; None
+    where it has none."""
     validate_id("group id", group_id)
     tps = [TopicPartition(*tp) for tp in partitions]
     metas = {tp.topic: topics.get(tp.topic) for tp in tps}
 
-    def work(tx: Tx) -> dict[TopicPartition, int | None]:
-        found: dict[tuple[str, int], int] = {}
+    def work(tx: Tx) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        found: dict[tuple[str, int], OffsetAndMetadata] = {}
         for name, meta in metas.items():
             for r in tx.all("group_offsets_for_topic", group_id=group_id, topic_id=meta.topic_id):
-                found[(name, r.partition_no)] = r.committed_offset
+                found[(name, r.partition_no)] = OffsetAndMetadata.from_columns(
+                    r.committed_offset, r.metadata, r.leader_epoch)
         return {tp: found.get((tp.topic, tp.partition)) for tp in tps}
 
     return db.read(work)
 
 
-def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-    """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping[TopicPartition, object], *,
+                   within_log: bool = True) -> None:
+    """Commit a group's offsets outside any transaction: ints or OffsetAndMetadata values.
+    ``within_log``: each offset must lie in [0, HW] (the Python API's check); else any
+    offset >= 0 is kept, as Kafka's brokers keep it (a consumer resets by its own policy)."""
     validate_id("group id", group_id)
     rows = []
-    for tp, offset in offsets.items():
+    for tp, value in offsets.items():
         tp = TopicPartition(*tp)
         meta = topics.get(tp.topic)
         validate_partition(tp.partition, meta.partition_count, tp.topic)
-        check_offset(db, meta.topic_id, meta.name, tp.partition, offset)
+        committed = OffsetAndMetadata.checked(value)
+        if within_log:
+            check_offset(db, meta.topic_id, meta.name, tp.partition, committed.offset)
+        elif not isinstance(committed.offset, int) or isinstance(committed.offset, bool) or committed.offset < 0:
+            raise InvalidInputError(f"offset must be a non-negative int, got {committed.offset!r}")
         rows.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition,
-                     "committed_offset": int(offset)})
+                     "committed_offset": int(committed.offset), "metadata": committed.metadata_column(),
+                     "leader_epoch": committed.leader_epoch})
     rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
     db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
 
@@ -129,10 +150,13 @@ class Consumer:
 
     def __init__(self, db: Database, store: ObjectStore, topics: Topics, group_id: str | None = None,
                  isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest", *,
-                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS) -> None:
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS,
+                 metrics: ClientMetrics | None = None) -> None:
         if isinstance(metadata_max_age_ms, bool) or not isinstance(metadata_max_age_ms, int) \
                 or metadata_max_age_ms < 0:
             raise InvalidConfigError(f"metadata_max_age_ms must be a non-negative int, got {metadata_max_age_ms!r}")
+        #: where the consumer reports what it polls (txn_broker.metrics.client); None: nowhere
+        self._metrics = metrics
         if isolation_level not in ISOLATION_LEVELS:
             raise InvalidConfigError(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
         if auto_offset_reset not in RESETS:
@@ -191,6 +215,7 @@ class Consumer:
         return list(self._assignment)
 
     def _topic(self, name: str) -> TopicMeta:
+        validate_topic_name(name)  # a typed error for a name that is not even a string
         meta = self._meta.get(name)
         if meta is None:
             meta = self._meta[name] = self._topics.get(name)
@@ -295,6 +320,21 @@ class Consumer:
         ``max_records`` records when given. read_committed returns records below the last
         stable offset only, and never those of aborted transactions. An empty table when
         nothing arrives within ``timeout_s``."""
+        if self._metrics is None:
+            return self._poll(max_records, timeout_s, max_bytes)
+        try:
+            table = self._poll(max_records, timeout_s, max_bytes)
+        except TxnBrokerError as error:
+            self._metrics.failed(error)
+            raise
+        if table.num_rows:
+            topics = table.column("_topic").unique().to_pylist()
+            for topic in topics:
+                part = table if len(topics) == 1 else table.filter(pc.equal(table.column("_topic"), topic))
+                self._metrics.polled(topic, part.num_rows, part.nbytes)
+        return table
+
+    def _poll(self, max_records: int | None, timeout_s: float, max_bytes: int) -> pa.Table:
         self._check_open()
         if max_records is not None and (not isinstance(max_records, int) or isinstance(max_records, bool)
                                         or max_records <= 0):
@@ -525,12 +565,19 @@ class Consumer:
     # -- group offsets -------------------------------------------------------------------
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (next offset to read); None where it has none."""
+        """The group's committed offsets (next offset to read); None where it has none
+        (with their metadata: ``committed_metadata``)."""
+        return {tp: None if c is None else c.offset for tp, c in self.committed_metadata(partitions).items()}
+
+    def committed_metadata(self, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets with the metadata and leader epoch they were
+        committed with; None where it has none."""
         self._check_open()
         group = self._require_group()
         return committed_offsets(self._db, self._topics, group, partitions)
 
-    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) for the group, outside any
         transaction. Use Producer.send_offsets_to_transaction for exactly-once."""
         self._check_open()

@@ -162,11 +162,11 @@ class Topics:
     def get(self, name: str, *, refresh: bool = False) -> TopicMeta:
         """The topic's metadata (looked up again when ``refresh``, or when the copy held is
         older than :data:`METADATA_MAX_AGE_S`); UnknownTopicOrPartitionError if there is none."""
+        validate_topic_name(name)  # before the cache: a list is no name, and no key either
         if not refresh:
             cached = self._cache.get(name)
             if cached is not None and time.monotonic() - self._fetched.get(name, 0.0) < METADATA_MAX_AGE_S:
                 return cached
-        validate_topic_name(name)
         known = self._cache.get(name)
 
         def work(tx: Tx) -> TopicMeta | None:

@@ -305,3 +305,23 @@ def test_a_read_sees_new_partitions_and_old_versions_under_the_latest(spark, bro
     assert df.columns == ["_topic", "_partition", "_offset", "_timestamp", "id", "label", "note"]
     got = sorted(tuple(r) for r in df.select("_partition", "id", "label", "note").collect())
     assert got == [(0, i, f"n{i}", None) for i in range(4)] + [(2, 10, "x", "new")]
+
+
+def test_a_compacted_topic_reads_the_same(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    """After compaction (aborted records dropped, their offsets gaps inside one segment),
+    Spark reads what the consumer reads, split by records or not."""
+    broker.create_topic("compacted", partitions=2, schema=SCHEMA, config={"min.compaction.lag.ms": 0})
+    produce(broker, "compacted", rows(0, 40), key="name", per_transaction=5)
+    aborted = broker.producer(transactional_id="test.compacted.aborted")
+    aborted.init_transactions()
+    aborted.begin_transaction()
+    aborted.send("compacted", rows(1000, 1010), key="name")
+    aborted.flush()
+    aborted.abort_transaction()
+    produce(broker, "compacted", rows(40, 60), key="name", per_transaction=5)
+    expected = as_sorted(consume_all(broker, "compacted"))
+    assert broker.compact().segments_written == 2
+    assert as_sorted(consume_all(broker, "compacted")) == expected
+    assert spark_rows(reader(spark, broker, "compacted").load()) == expected
+    split = reader(spark, broker, "compacted", maxRecordsPerPartition="7", minPartitions="6").load()
+    assert spark_rows(split) == expected and split.rdd.getNumPartitions() >= 6

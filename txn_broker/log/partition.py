@@ -80,6 +80,13 @@ def partition_offsets(tx: Tx, topic_id: int, partition: int) -> PartitionOffsets
     return PartitionOffsets(row.log_start_offset, row.high_watermark, row.last_stable_offset)
 
 
+def first_segment_at_time(tx: Tx, topic_id: int, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
+    """(base offset, record count) of the first segment of the partition with a record
+    whose timestamp is at least ``timestamp_ms``; None when there is none."""
+    row = tx.one("first_segment_at_time", topic_id=topic_id, partition_no=partition, timestamp_ms=timestamp_ms)
+    return None if row is None else (int(row.base_offset), int(row.record_count))
+
+
 def partitions_page(tx: Tx, after: tuple[int, int], limit: int) -> list[Any]:
     """One page of partitions (with topic name and config) after ``(topic_id, partition)``."""
     return tx.all("partitions_page", after_topic_id=after[0], after_partition_no=after[1], limit=limit)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -35,6 +35,7 @@ from ..errors import (
     InvalidPidMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     SchemaMismatchError,
     TxnBrokerError,
 )
@@ -44,7 +45,7 @@ from ..log.batches import check_record_sizes
 from ..log.partition import check_offset
 from ..log.segment_format import with_timestamp
 from ..log.types import AppendResult, ProducerIdentity, TransactionHandle
-from ..models import TopicPartition
+from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_id, validate_partition
 from ..retry import retrying
 from ..storage import ObjectStore
@@ -53,6 +54,9 @@ from ..topics import TopicMeta, Topics
 from .accumulator import RecordAccumulator
 from .sender import SegmentSender
 from .state import P, ProducerState, move, require
+
+if TYPE_CHECKING:
+    from ..metrics.client import ClientMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,7 +70,9 @@ class Producer:
 
     def __init__(self, coordinator: Coordinator, topics: Topics, db: Database, store: ObjectStore,
                  settings: Settings, transactional_id: str | None = None,
-                 transaction_timeout_ms: int | None = None) -> None:
+                 transaction_timeout_ms: int | None = None, metrics: ClientMetrics | None = None) -> None:
+        #: where the producer reports its latencies and counts (txn_broker.metrics.client); None: nowhere
+        self._metrics = metrics
         if transaction_timeout_ms is None:  # the one default: Settings.transaction_timeout_ms
             transaction_timeout_ms = settings.transaction_timeout_ms
         self._coordinator = coordinator
@@ -97,6 +103,8 @@ class Producer:
         self._txn_appends: list[AppendResult] = []
         #: InvalidPidMappingError was seen (KIP-360): the abort re-initialises
         self._pid_mapping_lost = False
+        #: a sequence error doomed the transaction: its abort gets a new epoch (KIP-360)
+        self._epoch_bump_required = False
         self._abortable_cause = ""
 
     # -- state ---------------------------------------------------------------------------
@@ -142,8 +150,17 @@ class Producer:
         try:
             yield
         except TxnBrokerError as error:
+            if self._metrics is not None:
+                self._metrics.failed(error)
             if isinstance(error, InvalidPidMappingError):
                 self._pid_mapping_lost = True
+            if isinstance(error, OutOfOrderSequenceError) and self.transactional_id is not None and \
+                    self._state in (P.IN_TRANSACTION, P.COMMITTING):
+                # Kafka's transactional producer (KIP-360): a refused sequence dooms the
+                # transaction, not the producer; the abort then bumps the epoch, which starts
+                # every partition's sequences again (TransactionManager's epochBumpRequired)
+                error.fatal, error.abortable = False, True
+                self._epoch_bump_required = True
             if error.fatal:
                 self._state = P.FATAL_ERROR
                 self._discard_buffers()
@@ -155,7 +172,19 @@ class Producer:
 
     def _retry(self, call: Callable[[], T]) -> T:
         """``call`` under the broker's one retry policy (txn_broker.retry, retry_budget_ms)."""
-        return retrying(call, self._retry_budget_ms)
+        metrics = self._metrics
+        if metrics is None:
+            return retrying(call, self._retry_budget_ms)
+        attempts = 0
+
+        def counted() -> T:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                metrics.retried()
+            return call()
+
+        return retrying(counted, self._retry_budget_ms)
 
     def _identity(self) -> ProducerIdentity:
         if self._ident is None:  # an idempotent producer gets its id on first use
@@ -201,20 +230,23 @@ class Producer:
             self._txn_appends = []
             self._to(P.IN_TRANSACTION)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        """Commit ``group_id``'s next offsets to read atomically with this transaction."""
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                                    group_id: str) -> None:
+        """Commit ``group_id``'s next offsets to read atomically with this transaction
+        (ints, or OffsetAndMetadata values to keep a metadata string and leader epoch)."""
         with self._lock:
             self._require(P.IN_TRANSACTION, action="send_offsets_to_transaction")
             validate_id("group id", group_id)
             if not isinstance(offsets, Mapping):
                 raise InvalidInputError("offsets must be a dict of TopicPartition -> int")
-            rows = []
-            for tp, offset in offsets.items():
+            rows: list[tuple[int, int, int | OffsetAndMetadata]] = []
+            for tp, value in offsets.items():
                 topic, partition = tp
                 meta = self._topics.get(topic)
                 validate_partition(partition, meta.partition_count, topic)
-                check_offset(self._db, meta.topic_id, meta.name, partition, offset)
-                rows.append((meta.topic_id, partition, int(offset)))
+                committed = OffsetAndMetadata.checked(value)
+                check_offset(self._db, meta.topic_id, meta.name, partition, committed.offset)
+                rows.append((meta.topic_id, partition, committed))
             if not rows:
                 return
             ident = self._identity()
@@ -259,6 +291,7 @@ class Producer:
                     "abort_transaction() (the transaction may be aborted already, so it cannot commit)"
                 )
             self._require(P.IN_TRANSACTION, P.COMMITTING, action="commit_transaction")
+            started = time.perf_counter()
             self._to(P.COMMITTING)
             with self._guard():
                 ident = self._identity()
@@ -284,6 +317,8 @@ class Producer:
             self._txn_id = None
             self._txn_requested = False
             self._to(P.READY)
+            if self._metrics is not None:
+                self._metrics.committed(time.perf_counter() - started)
             return appends
 
     def abort_transaction(self) -> None:
@@ -303,10 +338,13 @@ class Producer:
                     "aborted; retry commit_transaction(), which reports the real outcome"
                 )
             self._require(P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.ABORTING, action="abort_transaction")
+            started = time.perf_counter()
             self._to(P.ABORTING)
             with self._guard():
                 self._abort()
             self._to(P.READY)
+            if self._metrics is not None:
+                self._metrics.aborted(time.perf_counter() - started)
 
     def _abort(self) -> None:
         self._accumulator.clear()
@@ -327,6 +365,14 @@ class Producer:
                 # txn_id None: abort whatever a request whose reply was lost opened
                 ident, txn_id = self._identity(), self._txn_id
                 self._retry(lambda: self._coordinator.end_transaction(ident, txn_id, commit=False))
+            if self._epoch_bump_required:
+                # the sequences the broker and this producer hold disagree: InitProducerId with
+                # the current identity gives a new epoch, and every partition starts at 0
+                current = self._identity()
+                self._ident = self._retry(lambda: self._coordinator.init_transactions(
+                    self.transactional_id or "", self.transaction_timeout_ms, current=current))
+                self._sender.reset_sequences()
+                self._epoch_bump_required = False
         self._txn_id = None
         self._txn_requested = False
         self._txn_appends = []
@@ -366,6 +412,7 @@ class Producer:
                 return
             check_record_sizes(table, meta.max_message_bytes, topic)
             parts = self._accumulator.partition(meta, table, key, partition)
+            given_rows, given_bytes = table.num_rows, table.nbytes
             table = with_timestamp(table, int(time.time() * 1000))
             split = self._accumulator.split(table, parts)
             ident = self._identity()
@@ -383,6 +430,8 @@ class Producer:
                         self._txn_partitions.update(new)
                     else:
                         self._retry(lambda: self._coordinator.check_not_fenced(ident))
+            if self._metrics is not None:  # accepted: counted as given (Arrow bytes)
+                self._metrics.sent(topic, given_rows, given_bytes)
             full = self._accumulator.append(meta, split)
             if full:
                 with self._guard():
