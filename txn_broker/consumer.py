@@ -39,6 +39,7 @@ from .errors import (
     InvalidInputError,
     OffsetOutOfRangeError,
     TxnBrokerError,
+    UnknownTopicOrPartitionError,
 )
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
 from .log.projection import project
@@ -233,7 +234,10 @@ class Consumer:
         self._check_open()
         self._metadata_at = time.monotonic()
         for name in sorted({tp.topic for tp in self._assignment} | set(self._subscription or [])):
-            self._refresh(name)
+            try:
+                self._refresh(name)
+            except UnknownTopicOrPartitionError:
+                continue  # deleted: reading it reports that, as before
         if self._subscription is not None:
             grown = [TopicPartition(t, p) for t in self._subscription for p in range(self._meta[t].partition_count)]
             if set(grown) != set(self._assignment):

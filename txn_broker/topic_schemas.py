@@ -284,7 +284,12 @@ def writer_versions(versions: Mapping[int, SchemaVersion], latest: int, mode: st
 def to_version(data: object, schema: pa.Schema, topic: str) -> pa.Table:
     """A send as a table of exactly ``schema`` (with its ids): columns it lacks are filled
     with their default or nulls when nullable or defaulted; SchemaMismatchError
-    otherwise (or for anything :func:`txn_broker.log.batches.to_table` refuses)."""
+    otherwise (or for anything :func:`txn_broker.log.batches.to_table` refuses). Rows
+    (dicts) lacking a defaulted column get its default, each row on its own."""
+    if isinstance(data, list) and data and all(isinstance(row, Mapping) for row in data):
+        defaults = {f.name: declared_default(f)[1] for f in schema if declared_default(f)[0]}
+        if defaults:
+            data = [{**defaults, **row} for row in data]
     given = _given_columns(data)
     if given is None:
         return _labelled(to_table(data, schema, topic), schema)

@@ -235,6 +235,10 @@ class Topics:
                                schema_version=version, last_field_id=last_id)
                     changes["schema"] = {"from": current.schema_version, "to": version,
                                          "changes": describe_change(current.schema, evolved)}
+            if new_config.get("iceberg.enabled") and ("schema" in changes or "config" in changes):
+                from .iceberg.schema import check_representable
+
+                check_representable(evolved if "schema" in changes else current.schema)  # nothing written
             if changes:
                 tx.one("insert_topic_alteration", topic_id=current.topic_id, altered_by=actor,
                        changes=json.dumps(changes, sort_keys=True))

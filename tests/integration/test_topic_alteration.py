@@ -309,3 +309,15 @@ def test_compaction_merges_segments_of_several_versions_into_the_latest(backend)
     assert (report.segments_replaced, report.segments_written) == (6, 1)
     rows = [r for t in _read(broker, "t") for r in t.to_pylist()]
     assert [(r["id"], r["note"]) for r in rows] == [(i, None) for i in range(3)] + [(i, "v2") for i in range(3, 6)]
+
+
+def test_an_iceberg_topic_takes_only_changes_its_table_can_hold(backend):
+    from txn_broker.errors import IcebergSchemaError
+
+    broker = backend.connect()
+    broker.create_topic("ice", 1, pa.schema([("id", pa.int64())]), config={"iceberg.enabled": True})
+    with pytest.raises(IcebergSchemaError):
+        broker.alter_topic("ice", schema=pa.schema([("id", pa.int64()), ("big", pa.uint64())]))
+    assert broker.describe_topic("ice").schema_version == 1 and broker.topic_alterations("ice") == []
+    broker.alter_topic("ice", schema=pa.schema([("id", pa.int64()), ("note", pa.string())]))
+    assert broker.describe_topic("ice").schema_version == 2

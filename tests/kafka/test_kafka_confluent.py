@@ -284,3 +284,36 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(kafka
     assert broker.describe_transaction("hung").state == "CompleteAbort"
     broker.close()
     reader.close()
+
+
+def test_an_altered_topic_reads_and_writes_json_under_its_latest_schema(kafka, backend):
+    """After alter_topic (a widened column, one added with a default, a second partition)
+    Kafka clients read old records under the latest schema, see the new partition, and
+    may still write the old shape (the mode allows the version before the latest)."""
+    from txn_broker import with_default
+
+    broker = backend.connect()
+    broker.create_topic("evolving", 1, pa.schema([("key", pa.string()), ("amount", pa.int32())]))
+    with broker.producer() as py:
+        py.send("evolving", [{"key": "a", "amount": 1}])
+        py.flush()
+    c = consumer(kafka, group="before")
+    c.assign([TopicPartition("evolving", 0, 0)])
+    assert [json.loads(m.value()) for m in read_all(c, 1)] == [{"key": "a", "amount": 1}]  # cached by serve
+    c.close()
+    broker.alter_topic("evolving", partitions=2, schema=pa.schema([
+        ("key", pa.string()), ("amount", pa.int64()),
+        with_default(pa.field("currency", pa.string(), nullable=False), "EUR")]))
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    p.produce("evolving", value=json.dumps({"key": "b", "amount": 2**40, "currency": "USD"}).encode(), partition=1)
+    p.produce("evolving", value=json.dumps({"key": "c", "amount": 3}).encode(), partition=1)  # the old shape
+    assert p.flush(15) == 0
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    assert len(admin.list_topics("evolving", timeout=15).topics["evolving"].partitions) == 2
+    c = consumer(kafka, group="after")
+    c.assign([TopicPartition("evolving", 0, 0), TopicPartition("evolving", 1, 0)])
+    got = sorted((json.loads(m.value()) for m in read_all(c, 3)), key=lambda v: v["key"])
+    assert got == [{"key": "a", "amount": 1, "currency": "EUR"}, {"key": "b", "amount": 2**40, "currency": "USD"},
+                   {"key": "c", "amount": 3, "currency": "EUR"}]
+    c.close()
+    broker.close()

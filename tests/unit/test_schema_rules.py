@@ -184,3 +184,8 @@ def test_a_send_in_an_older_version_is_converted_and_others_are_refused():
         conform_send([{"id": 1, "name": "a"}], versions, 3, "NONE", "t")
     with pytest.raises(SchemaMismatchError):
         conform_send([{"id": 1, "colour": "red"}], versions, 3, "FULL_TRANSITIVE", "t")
+    # rows lacking a defaulted column get its default, each on its own
+    v4, _ = evolve_ids(v3, 7, pa.schema([*v3, with_default(pa.field("cur", pa.string(), nullable=False), "EUR")]))
+    versions[4] = SchemaVersion(4, v4, 0, "test")
+    assert conform_send([{"id": 1, "cur": "USD"}, {"id": 2}], versions, 4, "BACKWARD", "t").to_pylist() == [
+        {"id": 1, "note": None, "cur": "USD"}, {"id": 2, "note": None, "cur": "EUR"}]
