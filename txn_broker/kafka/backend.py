@@ -57,6 +57,8 @@ from ..retry import retrying
 from ..states import TxnState
 from ..topic_configs import defaults, validate_config
 from ..topics import TopicMeta
+from .acls import AclBinding, AclFilter, PatternType, Permission
+from .authorizer import Operation, ResourceType
 from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
 log = logging.getLogger(__name__)
@@ -643,3 +645,34 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+class AclStore:
+    """The Kafka ACLs of a broker's metadata database (table ``kafka_acls``), shared by
+    every listener of the cluster and by ``txn-broker acls``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def find(self, matching: AclFilter | None = None) -> list[AclBinding]:
+        rows = self.broker._db.run(lambda tx: tx.all("kafka_acls"), write=False)
+        acls = [AclBinding(ResourceType(int(r.resource_type)), str(r.resource_name), PatternType(int(r.pattern_type)),
+                           str(r.principal), str(r.host), Operation(int(r.operation)), Permission(int(r.permission)))
+                for r in rows]
+        return [a for a in acls if matching is None or matching.matches(a)]
+
+    def add(self, acls: Iterable[AclBinding]) -> None:
+        checked = sorted(a.check() for a in acls)
+        self.broker._db.run(lambda tx: [tx.execute("insert_kafka_acl", **_acl_row(a)) for a in checked])
+
+    def remove(self, matching: AclFilter) -> list[AclBinding]:
+        """Delete the ACLs ``matching`` selects; the ACLs deleted."""
+        doomed = self.find(matching)
+        self.broker._db.run(lambda tx: [tx.execute("delete_kafka_acl", **_acl_row(a)) for a in doomed])
+        return doomed
+
+
+def _acl_row(acl: AclBinding) -> dict[str, Any]:
+    return {"resource_type": int(acl.resource_type), "resource_name": acl.resource_name,
+            "pattern_type": int(acl.pattern_type), "principal": acl.principal, "host": acl.host,
+            "operation": int(acl.operation), "permission": int(acl.permission)}
