@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ensure the system packages the suite needs: PostgreSQL server binaries, a Java 17+ runtime
-# (PySpark), Chromium (the UI's browser test) and Redis (the Celery broker of the topology
-# test, tests/e2e). Installs missing ones with apt-get when
+# (PySpark), Chromium (the UI's browser test), Redis (the Celery broker of the topology
+# test, tests/e2e) and Prometheus (promtool for the alert rules' unit tests, the server for
+# the alerts' end-to-end test, tests/observability). Installs missing ones with apt-get when
 # running as root; otherwise names what to install and fails.
 set -euo pipefail
 
@@ -15,14 +16,16 @@ have_java() {
 }
 have_chromium() { [ -x /usr/bin/chromium ]; }
 have_redis() { command -v redis-server >/dev/null 2>&1; }
+have_prometheus() { command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; }
 
 have_pg || missing+=(postgresql)
 have_java || missing+=(openjdk-17-jre-headless)
 have_chromium || missing+=(chromium)
 have_redis || missing+=(redis-server)
+have_prometheus || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system-deps: found PostgreSQL ($(ls -d /usr/lib/postgresql/*/bin | tail -1)), Java ($(java -version 2>&1 | head -1)), Chromium (/usr/bin/chromium), Redis ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'))"
+  echo "system-deps: found PostgreSQL ($(ls -d /usr/lib/postgresql/*/bin | tail -1)), Java ($(java -version 2>&1 | head -1)), Chromium (/usr/bin/chromium), Redis ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')), Prometheus ($(promtool --version 2>&1 | head -1 | sed 's/.*version \([^ ]*\).*/\1/'))"
   exit 0
 fi
 
@@ -39,7 +42,11 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   if printf '%s\n' "${missing[@]}" | grep -qx redis-server; then
     service redis-server stop >/dev/null 2>&1 || true
   fi
-  have_pg && have_java && have_chromium && have_redis || { echo "system-deps: install failed" >&2; exit 1; }
+  # and Prometheus: the end-to-end test starts its own server
+  if printf '%s\n' "${missing[@]}" | grep -qx prometheus; then
+    service prometheus stop >/dev/null 2>&1 || true
+  fi
+  have_pg && have_java && have_chromium && have_redis && have_prometheus || { echo "system-deps: install failed" >&2; exit 1; }
   echo "system-deps: installed ${missing[*]}"
 else
   echo "system-deps: missing ${missing[*]}." >&2

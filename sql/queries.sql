@@ -13,8 +13,9 @@ SELECT {now_ms} AS now_ms;
 
 -- insert_topic --
 -- Register a topic; no row back when the name is taken
-INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms)
-VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms})
+INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version,
+                    last_field_id)
+VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms}, 1, :last_field_id)
 ON CONFLICT (name) DO NOTHING
 RETURNING topic_id;
 
@@ -24,13 +25,55 @@ INSERT INTO partitions (topic_id, partition_no) VALUES (:topic_id, :partition_no
 
 -- get_topic --
 -- A topic's metadata by name
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
 FROM topics WHERE name = :name;
 
 -- get_topic_by_id --
 -- A topic's metadata by id
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
 FROM topics WHERE topic_id = :topic_id;
+
+-- insert_topic_schema --
+-- Keep one version of a topic's schema (version 1 at creation, the next at each change)
+INSERT INTO topic_schemas (topic_id, version, arrow_schema, created_ms, created_by)
+VALUES (:topic_id, :version, :arrow_schema, {now_ms}, :created_by);
+
+-- topic_schema_versions --
+-- Every version of a topic's schema, oldest first
+SELECT version, arrow_schema, created_ms, created_by FROM topic_schemas
+WHERE topic_id = :topic_id ORDER BY version;
+
+-- lock_topic --
+-- A topic's row, locked while it is altered (SQLite: writers are serialised already)
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
+FROM topics WHERE name = :name {for_update};
+
+-- set_topic_schema --
+-- Make a new schema version the latest
+UPDATE topics SET arrow_schema = :arrow_schema, schema_version = :schema_version,
+                  last_field_id = :last_field_id
+WHERE topic_id = :topic_id;
+
+-- set_topic_config --
+-- Replace a topic's configs (the whole JSON object)
+UPDATE topics SET config = :config WHERE topic_id = :topic_id;
+
+-- set_partition_count --
+-- Grow a topic's partition count (its new partitions' rows are inserted with insert_partition)
+UPDATE topics SET partition_count = :partition_count
+WHERE topic_id = :topic_id AND partition_count < :partition_count;
+
+-- insert_topic_alteration --
+-- Record an alteration of a topic: who, when, and what changed (JSON)
+INSERT INTO topic_alterations (topic_id, seq, altered_ms, altered_by, changes)
+VALUES (:topic_id, (SELECT COALESCE(MAX(a.seq), 0) + 1 FROM topic_alterations a WHERE a.topic_id = :topic_id),
+        {now_ms}, :altered_by, :changes)
+RETURNING seq, altered_ms;
+
+-- topic_alterations_of --
+-- A topic's alterations, oldest first
+SELECT seq, altered_ms, altered_by, changes FROM topic_alterations
+WHERE topic_id = :topic_id ORDER BY seq;
 
 -- list_topics --
 -- All topic names
@@ -78,7 +121,7 @@ ORDER BY p.partition_no;
 -- The segments overlapping [start_offset, end_offset) with their transaction's marker
 -- (purged_ms set: gc deleted the object of an aborted segment; every reader skips it)
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
-       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms, s.row_count
+       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms, s.schema_version, s.row_count
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -112,9 +155,10 @@ RETURNING high_watermark, log_start_offset;
 -- Register a completely written segment object
 INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
                       producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
-                      created_ms)
+                      created_ms, schema_version)
 VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
-        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms});
+        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms},
+        :schema_version);
 
 -- upsert_producer_state --
 -- Remember the last accepted sequence
@@ -548,13 +592,22 @@ LIMIT :limit;
 -- A consistent cut (txn_broker/log/cut.py: the Spark source's atomic end of a read, the
 -- Iceberg publisher's snapshots): the committed transactions with records at or after
 -- :end_offset in one partition, and every partition each of them wrote with its first
--- offset there
+-- offset there. A compacted segment (row_count set) belongs to no transaction: when one
+-- ends past :end_offset (rare: an end lowered below where compaction reached), the
+-- transactions whose records it holds are found by their partition entries instead (a scan
+-- of txn_partitions, run only then)
 SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
 FROM txn_partitions tp
 WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
-  AND tp.txn_id IN (SELECT s.txn_id FROM segments s
-                    WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
-                      AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);
+  AND (tp.txn_id IN (SELECT s.txn_id FROM segments s
+                     WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+                       AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL)
+       OR (EXISTS (SELECT 1 FROM segments c
+                   WHERE c.topic_id = :topic_id AND c.partition_no = :partition_no
+                     AND c.row_count IS NOT NULL AND c.base_offset + c.record_count > :end_offset)
+           AND tp.txn_id IN (SELECT x.txn_id FROM txn_partitions x
+                             WHERE x.topic_id = :topic_id AND x.partition_no = :partition_no
+                               AND x.marker = 'COMMIT' AND x.last_offset >= :end_offset)));
 
 -- next_txn_id --
 -- A new transaction id: nextval of the sequence txn_ids on PostgreSQL (takes no row lock,
@@ -599,12 +652,111 @@ ORDER BY node_id;
 -- A listener stops
 DELETE FROM kafka_listeners WHERE node_id = :node_id;
 
+-- metrics_partitions --
+-- Area: the Prometheus exporter (txn_broker/metrics), to the end of this group. Each query
+-- answers for the whole broker in one set-based pass (a scrape runs them in one snapshot).
+-- Every partition's offsets, segment count and bytes (segments not purged by gc), as
+-- topic_partition_offsets reports them for one topic
+SELECT t.name AS topic, p.partition_no, p.log_start_offset, p.high_watermark,
+       COALESCE(o.first_open_offset, p.high_watermark) AS last_stable_offset,
+       COALESCE(s.segment_count, 0) AS segment_count,
+       CAST(COALESCE(s.size_bytes, 0) AS BIGINT) AS size_bytes
+FROM partitions p
+JOIN topics t ON t.topic_id = p.topic_id
+LEFT JOIN (SELECT topic_id, partition_no, MIN(first_offset) AS first_open_offset
+           FROM txn_partitions
+           WHERE marker IS NULL AND first_offset IS NOT NULL
+           GROUP BY topic_id, partition_no) o
+       ON o.topic_id = p.topic_id AND o.partition_no = p.partition_no
+LEFT JOIN (SELECT topic_id, partition_no, COUNT(*) AS segment_count, SUM(size_bytes) AS size_bytes
+           FROM segments
+           WHERE purged_ms IS NULL
+           GROUP BY topic_id, partition_no) s
+       ON s.topic_id = p.topic_id AND s.partition_no = p.partition_no
+ORDER BY t.name, p.partition_no;
+
+-- metrics_group_offsets --
+-- Every group's committed offset per partition and, when the group is behind the last
+-- stable offset, the newest timestamp (max_timestamp_ms) of the first committed, unpurged
+-- segment below it holding a record the group has not consumed
+SELECT g.group_id, t.name AS topic, g.partition_no, g.committed_offset,
+       CASE WHEN g.committed_offset < COALESCE(o.first_open_offset, p.high_watermark) THEN
+         (SELECT s.max_timestamp_ms FROM segments s
+          LEFT JOIN txn_partitions m
+                 ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
+          WHERE s.topic_id = g.topic_id AND s.partition_no = g.partition_no
+            AND s.base_offset >= COALESCE((SELECT MAX(f.base_offset) FROM segments f
+                                           WHERE f.topic_id = g.topic_id AND f.partition_no = g.partition_no
+                                             AND f.base_offset <= g.committed_offset), 0)
+            AND s.base_offset + s.record_count > g.committed_offset
+            AND s.base_offset < COALESCE(o.first_open_offset, p.high_watermark)
+            AND s.purged_ms IS NULL AND (s.txn_id IS NULL OR m.marker = 'COMMIT')
+          ORDER BY s.base_offset
+          LIMIT 1)
+       END AS unconsumed_timestamp_ms
+FROM group_offsets g
+JOIN topics t ON t.topic_id = g.topic_id
+JOIN partitions p ON p.topic_id = g.topic_id AND p.partition_no = g.partition_no
+LEFT JOIN (SELECT topic_id, partition_no, MIN(first_offset) AS first_open_offset
+           FROM txn_partitions
+           WHERE marker IS NULL AND first_offset IS NOT NULL
+           GROUP BY topic_id, partition_no) o
+       ON o.topic_id = g.topic_id AND o.partition_no = g.partition_no
+ORDER BY g.group_id, t.name, g.partition_no;
+
+-- metrics_transactional_id_states --
+-- Transactional ids per coordinator state, how many of them hang (Ongoing past their own
+-- timeout, as txn_broker.states.is_hanging) and the start of the oldest open transaction
+SELECT state, COUNT(*) AS ids,
+       SUM(CASE WHEN state = 'Ongoing' AND txn_start_ms IS NOT NULL AND txn_start_ms <> 0
+                     AND txn_start_ms + timeout_ms < {now_ms} THEN 1 ELSE 0 END) AS hanging,
+       MIN(CASE WHEN state IN ('Ongoing', 'PrepareCommit', 'PrepareAbort', 'PrepareEpochFence')
+                     AND txn_start_ms <> 0 THEN txn_start_ms END) AS oldest_open_start_ms,
+       {now_ms} AS now_ms
+FROM transactional_ids
+GROUP BY state
+ORDER BY state;
+
+-- metrics_settled_transaction_id --
+-- The newest transaction id below which every transaction is decided and was started more
+-- than :settle_ms ago (so no transaction with a smaller id can still appear: ids are taken
+-- just before their row is written). Counts up to it never change again
+SELECT MAX(x.txn_id) FROM transactions x
+WHERE x.txn_id > :after_txn_id AND x.start_ms < {now_ms} - :settle_ms
+  AND x.txn_id < COALESCE((SELECT MIN(o.txn_id) FROM transactions o WHERE o.outcome IS NULL), x.txn_id + 1);
+
+-- metrics_transaction_outcomes --
+-- Committed and aborted transaction instances after :after_txn_id, those up to
+-- :settled_txn_id apart (the transactions table keeps one row per instance, so every
+-- process counts the same; the exporter adds settled counts up once)
+SELECT COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id <= :settled_txn_id THEN 1 END) AS settled_aborted,
+       COUNT(CASE WHEN outcome = 'COMMIT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_committed,
+       COUNT(CASE WHEN outcome = 'ABORT' AND txn_id > :settled_txn_id THEN 1 END) AS recent_aborted
+FROM transactions
+WHERE txn_id > :after_txn_id;
+
+-- metrics_gc_backlog --
+-- What gc has still to do, as the database knows it: aborted transactions' segments not
+-- purged yet, and queued object deletions past (due) or within (waiting) the delete delay
+SELECT a.aborted_segments, a.aborted_bytes,
+       (SELECT COUNT(*) FROM object_deletions WHERE requested_ms <= {now_ms} - :delay_ms) AS due_objects,
+       (SELECT COUNT(*) FROM object_deletions WHERE requested_ms > {now_ms} - :delay_ms) AS waiting_objects,
+       (SELECT MIN(requested_ms) FROM object_deletions) AS oldest_requested_ms,
+       {now_ms} AS now_ms
+FROM (SELECT COUNT(s.base_offset) AS aborted_segments,
+             CAST(COALESCE(SUM(s.size_bytes), 0) AS BIGINT) AS aborted_bytes
+      FROM txn_partitions tp
+      JOIN segments s ON s.txn_id = tp.txn_id AND s.topic_id = tp.topic_id
+                     AND s.partition_no = tp.partition_no AND s.purged_ms IS NULL
+      WHERE tp.marker = 'ABORT' AND tp.purged_ms IS NULL) a;
 -- compaction_candidates --
 -- Area: segment compaction (txn_broker/compaction.py), to the end of this group.
 -- One page of a partition's segments from an offset, in offset order, with their
 -- transaction entry's marker and their age by the database clock
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id, s.producer_id,
-       s.max_timestamp_ms, s.purged_ms, s.row_count, m.marker, {now_ms} - s.created_ms AS age_ms
+       s.max_timestamp_ms, s.purged_ms, s.row_count, s.schema_version, m.marker,
+       {now_ms} - s.created_ms AS age_ms
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -644,9 +796,9 @@ WHERE topic_id = :topic_id AND partition_no = :partition_no
 -- (producer id -1, no sequence, no transaction: it holds committed records only)
 INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
                       producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
-                      created_ms, row_count)
+                      created_ms, row_count, schema_version)
 VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
-        -1, -1, -1, NULL, :max_timestamp_ms, {now_ms}, :row_count);
+        -1, -1, -1, NULL, :max_timestamp_ms, {now_ms}, :row_count, :schema_version);
 -- segment_written_ms --
 -- Area: Iceberg tables (txn_broker/iceberg), to the end of this group.
 -- When a segment was registered (how long its records have waited to be published)
@@ -671,6 +823,16 @@ SELECT s.producer_id, s.producer_epoch, s.last_sequence, s.updated_ms,
 FROM producer_state s
 WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
 ORDER BY s.producer_id;
+
+-- first_segment_at_time --
+-- The first segment of a partition (by offset) holding a record at or after a time: its
+-- max_timestamp_ms is at least :timestamp_ms (segments purged by gc skipped)
+SELECT s.base_offset, s.record_count
+FROM segments s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.max_timestamp_ms >= :timestamp_ms AND s.purged_ms IS NULL
+ORDER BY s.base_offset
+LIMIT 1;
 
 -- kafka_acls --
 -- Every Kafka ACL (each listener holds them all, read again every few seconds)

@@ -49,7 +49,9 @@ BEGIN
     FOR g IN SELECT * FROM (VALUES
         ('schema_migrations', 'SELECT'),
         ('counters',          'SELECT, UPDATE'),
-        ('topics',            'SELECT, INSERT, DELETE'),
+        ('topics',            'SELECT, INSERT, UPDATE, DELETE'),
+        ('topic_schemas',     'SELECT, INSERT'),
+        ('topic_alterations', 'SELECT, INSERT'),
         ('partitions',        'SELECT, INSERT, UPDATE'),
         ('transactions',      'SELECT, INSERT, UPDATE'),
         ('segments',          'SELECT, INSERT, UPDATE, DELETE'),

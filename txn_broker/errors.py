@@ -192,6 +192,24 @@ class SchemaVersionError(TxnBrokerError):
     fatal = True
 
 
+# -- topic alteration (schema evolution, partitions, configs): bad input, nothing changed --
+
+
+class IncompatibleSchemaError(SchemaMismatchError):
+    """A schema change the topic's rules forbid (docs/semantics.md, "Schema evolution");
+    the topic is unchanged. ``field`` names the offending field (a dotted path) and
+    ``rule`` the rule it breaks."""
+
+    def __init__(self, message: str | None = None, *, field: str = "", rule: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+        self.rule = rule
+
+
+class InvalidPartitionsError(InvalidConfigError):
+    """A topic's partition count can only grow; nothing changed."""
+
+
 # -- Iceberg tables (txn_broker/iceberg, docs/iceberg.md) -------------------------------------
 
 
@@ -212,3 +230,15 @@ class IcebergCommitConflictError(TxnBrokerError):
     removes them) and it publishes again from the table's new offsets. Retry."""
 
     retriable = True
+# -- hostile and careless input (issue 31) ---------------------------------------------------
+
+
+class TimestampOutOfRangeError(SchemaMismatchError):
+    """A timestamp or date outside years 1..9999 (the range every reader can show); nothing
+    was written."""
+
+
+class CredentialsInUrlError(InvalidConfigError):
+    """A storage URL carries credentials (``s3://KEY:SECRET@bucket``): give them as storage
+    options or in the environment boto3 reads instead. Refused before any request is made;
+    retrying cannot help."""

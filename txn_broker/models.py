@@ -79,6 +79,10 @@ class TopicDescription:
     config: dict[str, int]
     topic_id: int
     created_ms: int
+    #: the latest schema version (``schema`` is it, with field ids in its fields' metadata)
+    schema_version: int = 1
+    #: every version, oldest first (txn_broker.topic_schemas.SchemaVersion)
+    schema_versions: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,18 @@ def _compression(key: str, value: object) -> str:
     return str(value)
 
 
+#: Schema Registry's compatibility types (txn_broker.topic_schemas)
+COMPATIBILITY_MODES = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
+                       "FULL", "FULL_TRANSITIVE", "NONE")
+
+
+def _compatibility(key: str, value: object) -> str:
+    """One of Schema Registry's seven compatibility types, in any case."""
+    if isinstance(value, str) and value.strip().upper() in COMPATIBILITY_MODES:
+        return value.strip().upper()
+    raise InvalidConfigError(f"topic config {key}={value!r} must be one of {', '.join(COMPATIBILITY_MODES)}")
+
+
 # -- the table ----------------------------------------------------------------------------
 
 TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
@@ -127,6 +139,11 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("compression.type", "zstd", _compression,
                 "how new segments are compressed: uncompressed, lz4 or zstd",
                 legacy="uncompressed"),
+    TopicConfig("schema.compatibility", "BACKWARD", _compatibility,
+                "which schema changes alter_topic accepts beyond the structural rules, and which older "
+                "schema versions writers may still send in: BACKWARD, BACKWARD_TRANSITIVE, FORWARD, "
+                "FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE or NONE (docs/semantics.md, \"Schema evolution\")",
+                takes_effect="at once"),
     # compaction (txn_broker/compaction.py)
     TopicConfig("segment.bytes", lambda s: s.segment_bytes, positive,
                 "compaction merges a partition's small committed segments into segments of about this size",

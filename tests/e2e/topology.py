@@ -82,6 +82,8 @@ REPLACED = {
     "minio": "moto's S3 server",
     "minio-init": "the bucket, created with boto3 (moto accepts any credentials)",
     "redis": "Debian's redis-server",
+    "broker-metrics": "not started: tests/observability/test_alerts_e2e.py runs the exporter under a real Prometheus",
+    "prometheus": "not started: tests/observability/test_alerts_e2e.py runs Debian's prometheus with the same rules",
 }
 #: environment variables whose value is this machine's, not the image's
 LOCAL_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")

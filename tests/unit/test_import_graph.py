@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: the public modules of txn_broker and whether all their names are public (errors) or only
 #: those in their ``__all__``
 PUBLIC_MODULES = {"txn_broker": "__all__", "txn_broker.errors": "*", "txn_broker.spark": "__all__",
-                  "txn_broker.kafka": "__all__"}
+                  "txn_broker.kafka": "__all__", "txn_broker.metrics": "__all__"}
 FRONT_ENDS = ("txn_broker/cli/", "plugins/", "dags/", "spark_apps/")
 
 #: what the partition log (txn_broker/log) may import from the rest of txn_broker, and

@@ -26,6 +26,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="host name given to clients in Metadata and FindCoordinator (default: the listen host)")
     serve.add_argument("--max-request-bytes", type=non_negative_int, default=100 * 1024 * 1024, metavar="N",
                        help="larger requests close their connection (default 104857600, Kafka's)")
+    # (defaults: txn_broker/kafka/limits.py, imported only when serving)
+    serve.add_argument("--max-queued-request-bytes", type=non_negative_int, metavar="N",
+                       help="bytes of requests being read across all connections; past it, connections wait "
+                            "to be read (default 268435456; at least --max-request-bytes)")
+    serve.add_argument("--max-connections", type=non_negative_int, metavar="N",
+                       help="connections past this many are closed at once (default 4096)")
+    serve.add_argument("--max-connections-per-ip", type=non_negative_int, metavar="N",
+                       help="connections from one address past this many are closed at once (default 1024)")
+    serve.add_argument("--frame-stall-timeout-ms", type=non_negative_int, metavar="MS",
+                       help="a request whose bytes stop arriving this long closes its connection "
+                            "(default 5000; a whole request has 30 s)")
     serve.add_argument("--sweep-interval-ms", type=non_negative_int, default=5000, metavar="MS",
                        help="abort transactions past their timeout and complete decided ones this often "
                             "(default 5000; 0: never, leave it to `txn-broker transactions abort-expired`)")
@@ -48,6 +59,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                             "default off)")
     serve.add_argument("--default-partitions", type=positive_int, default=1, metavar="N",
                        help="partitions of an automatically created topic (Kafka's num.partitions; default 1)")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="also serve Prometheus metrics at http://HOST:PORT/metrics: the broker's figures "
+                            "(as `txn-broker metrics`) and the listener's requests, errors, latency, "
+                            "connections (docs/observability.md)")
     serve.set_defaults(handler=run_serve)
 
 
@@ -79,24 +94,52 @@ def _loopback(host: str) -> bool:
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> int:
-    from ..kafka import SaslUsers, serve, tls_context
+    from ..kafka import ListenerLimits, SaslUsers, serve, tls_context
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UsageError("--tls-cert and --tls-key go together")
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     users = SaslUsers.from_file(args.sasl_users) if args.sasl_users else None
+    limits = listener_limits(args, ListenerLimits)
     host, port = parse_listen(args.listen, secured=tls is not None or users is not None, insecure=args.insecure)
     broker = ctx.broker
+    metrics, metrics_url = None, None
+    if args.metrics_listen:
+        from ..metrics import ListenerMetrics, broker_registry
+        from .metrics import serve_registry
+
+        registry = broker_registry(broker)
+        metrics = ListenerMetrics(registry)
+        metrics_url = serve_registry(registry, "--metrics-listen", args.metrics_listen)
 
     def ready(server: Any) -> None:
         sys.stdout.write(f"listening on {server.host}:{server.port}"
                          f"{' (TLS)' if tls else ''}{' (SASL)' if users else ''}\n")
+        if metrics_url is not None:
+            sys.stdout.write(f"serving metrics at {metrics_url}\n")
         sys.stdout.flush()
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
           max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
-          sweep_interval_s=args.sweep_interval_ms / 1000,
-          auto_create_topics=args.default_partitions if args.auto_create_topics else 0,
+          sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits,
+          auto_create_topics=args.default_partitions if args.auto_create_topics else 0, metrics=metrics,
           super_users=[u.strip() for u in args.super_users.split(",") if u.strip()],
           allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
     return 0
+
+
+def listener_limits(args: argparse.Namespace, limits_class: Any) -> Any:
+    """The ListenerLimits of the command line: each option given replaces its default."""
+    defaults = limits_class()
+    queued = args.max_queued_request_bytes
+    if queued is None:
+        queued = max(defaults.max_queued_request_bytes, args.max_request_bytes)
+    if queued < args.max_request_bytes:
+        raise UsageError(f"--max-queued-request-bytes {queued} is less than --max-request-bytes "
+                         f"{args.max_request_bytes}: the largest request could never be read")
+    stall_ms = args.frame_stall_timeout_ms
+    return limits_class(
+        max_queued_request_bytes=queued,
+        max_connections=max(args.max_connections or defaults.max_connections, 1),
+        max_connections_per_ip=max(args.max_connections_per_ip or defaults.max_connections_per_ip, 1),
+        frame_stall_timeout_s=defaults.frame_stall_timeout_s if stall_ms is None else max(stall_ms, 1) / 1000)

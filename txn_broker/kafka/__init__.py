@@ -11,8 +11,9 @@ from .acls import AclBinding, AclFilter, PatternType, Permission
 from .apis import SUPPORTED
 from .authorizer import Operation, ResourceType
 from .backend import AclStore
+from .limits import ListenerLimits
 from .security import SaslUsers, tls_context
 from .server import KafkaServer, serve
 
-__all__ = ["SUPPORTED", "AclBinding", "AclFilter", "AclStore", "KafkaServer", "Operation", "PatternType", "Permission",
-           "ResourceType", "SaslUsers", "serve", "tls_context"]
+__all__ = ["SUPPORTED", "AclBinding", "AclFilter", "AclStore", "KafkaServer", "ListenerLimits", "Operation",
+           "PatternType", "Permission", "ResourceType", "SaslUsers", "serve", "tls_context"]

@@ -45,17 +45,20 @@ from ..errors import (
     TxnBrokerError,
     UnknownGroupError,
 )
-from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
+from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
+from ..log.projection import project
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
+from ..log.time_range import check_time_range
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
 from ..topic_configs import defaults, validate_config
+from ..topic_schemas import conform_send
 from ..topics import TopicMeta
 from .acls import AclBinding, AclFilter, PatternType, Permission
 from .authorizer import Operation, ResourceType
@@ -211,8 +214,17 @@ class KafkaBackend:
 
     def _meta(self, topic: str, partition: int) -> TopicMeta:
         meta = self.broker._topics.get(topic)
+        if not isinstance(partition, bool) and isinstance(partition, int) and partition >= meta.partition_count:
+            meta = self.broker._topics.get(topic, refresh=True)  # partitions added since it was looked up
         validate_partition(partition, meta.partition_count, topic)
         return meta
+
+    def _in_latest(self, meta: TopicMeta, seg: PlannedSegment, rows: pa.Table) -> tuple[TopicMeta, pa.Table]:
+        """A segment's rows under the latest schema version known (by field id), without
+        field ids: what the JSON mapping turns into record values."""
+        if seg.schema_version > meta.schema_version:  # written in a version made since
+            meta = self.broker._topics.get(meta.name, refresh=True)
+        return meta, project(rows, meta.schema_at(seg.schema_version), meta.schema, keep_ids=False)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -229,7 +241,13 @@ class KafkaBackend:
         meta = self._meta(topic, partition)
         if not batch.record_count:
             raise SchemaMismatchError("a record batch without records")
-        table = self._to_table(meta, batch)
+        try:
+            table = self._to_table(meta, batch)
+        except SchemaMismatchError:
+            fresh = self.broker._topics.get(topic, refresh=True)  # a schema version made since?
+            if (fresh.schema_version, fresh.compatibility) == (meta.schema_version, meta.compatibility):
+                raise
+            meta, table = fresh, self._to_table(fresh, batch)
         check_record_sizes(table.drop_columns(["_timestamp"]), meta.max_message_bytes, topic)
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
         if batch.transactional:
@@ -242,7 +260,7 @@ class KafkaBackend:
             table, topic_id=meta.topic_id, topic=meta.name, partition=partition, compression=meta.compression,
             name=f"{pid}-{epoch}-k{batch.base_sequence}-{uuid.uuid4().hex[:12]}",
             base_sequence=batch.base_sequence if idempotent else -1,
-            last_sequence=batch.base_sequence + n - 1 if idempotent else None)
+            last_sequence=batch.base_sequence + n - 1 if idempotent else None, schema_version=meta.schema_version)
         upload_segment(self.broker._store, write, payload, self.broker.settings.retry_budget_ms)
         return PreparedProduce(topic, partition, batch.transactional, idempotent, pid, epoch, write)
 
@@ -304,7 +322,7 @@ class KafkaBackend:
                                                   type=headers_type)
             else:
                 headers = pa.array([list(h) for h in columns.headers], headers_type)
-            table = pa.Table.from_arrays([columns.keys, columns.values, headers], schema=DEFAULT_SCHEMA)
+            table = pa.Table.from_arrays([columns.keys, columns.values, headers], schema=meta.schema)
         else:
             rows = []
             for i, value in enumerate(columns.values.to_pylist()):
@@ -317,9 +335,13 @@ class KafkaBackend:
                         f"record {i}: topic {meta.name!r} has a schema; a record's value must be a JSON object "
                         f"with its columns {meta.schema.names}")
                 rows.append(row)
-            table = to_table(rows, meta.schema, meta.name)
+            # the latest schema version, or an older one the topic's compatibility lets
+            # writers send in (converted); missing nullable columns are null
+            table = conform_send(rows, meta.versions, meta.schema_version, meta.compatibility, meta.name)
         ts = pa.array(stamps, pa.int64()).cast(pa.timestamp("ms")).cast(TIMESTAMP_TYPE)
-        return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        table = table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        check_time_range(table.select(["_timestamp"]), meta.name)  # a client's CreateTime too
+        return table
 
     # -- fetch -----------------------------------------------------------------------------
 
@@ -375,6 +397,7 @@ class KafkaBackend:
                     size += len(out[-1])
                     position = stop
                     continue
+            meta, rows = self._in_latest(meta, seg, rows)
             row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
             start = 0
             while start < rows.num_rows and not (out and size >= max_bytes):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -41,8 +41,12 @@ from .backend import AclStore, KafkaBackend, Node, PreparedProduce
 from .errors import error_code
 from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
+from .limits import ListenerLimits
 from .recordbatch import RecordFormatError, decode_batches
 from .security import SaslSession, SaslUsers
+
+if TYPE_CHECKING:
+    from ..metrics.listener import ListenerMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,7 +85,8 @@ class KafkaServer:
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
-                 sweep_interval_s: float = SWEEP_INTERVAL_S, auto_create_topics: int = 0,
+                 sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None,
+                 auto_create_topics: int = 0, metrics: ListenerMetrics | None = None,
                  super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False) -> None:
         self.backend = KafkaBackend(broker)
         self.acl_store = AclStore(broker)
@@ -93,6 +98,7 @@ class KafkaServer:
         self.max_request_bytes = max_request_bytes
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
+        self.limits = limits or ListenerLimits()  # memory and connections (kafka/limits.py)
         self.groups = GroupCoordinator()
         self.sasl_users = sasl_users
         self.sweep_interval_s = sweep_interval_s
@@ -111,12 +117,17 @@ class KafkaServer:
         self._pool = ThreadPoolExecutor(threads, "txn-broker-kafka")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        #: the listener's Prometheus metrics (serve --metrics-listen), None: none kept
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.count_connections(lambda: len(self._connections))
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: FrameProtocol(FrameReader(self.max_request_bytes), self._accept), self.host, self.port,
+            lambda: FrameProtocol(FrameReader(self.max_request_bytes, limits=self.limits), self._accept, self.limits),
+            self.host, self.port,
             ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port)
@@ -249,7 +260,9 @@ class KafkaServer:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                response = await self._dispatch(item.frame, peer, session, item.prepared)
+                dispatched = self._dispatch(item.frame, peer, session, item.prepared)
+                response = await (dispatched if self.metrics is None else
+                                  self.metrics.observe(codec.peek_head(item.frame).api_key, dispatched))
                 if response is None:
                     continue
                 if isinstance(response, bytes):
@@ -383,6 +396,8 @@ class KafkaServer:
         else:
             head, request = codec.decode_request(frame, self.supported)
             payload = await HANDLERS[head.api_key].handler(self, RequestContext(head, peer, session), request)
+        if self.metrics is not None:
+            self.metrics.answered(head.api_key, payload)
         if payload is None:  # acks=0
             return None
         if head.api_version < PRODUCER_FENCED_SINCE.get(head.api_key, 0):

@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
 
 from ..config import Settings
 from ..coordinator import Coordinator
@@ -34,11 +36,12 @@ from ..errors import (
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    SchemaMismatchError,
     TxnBrokerError,
 )
 from ..faults import fault_point
 from ..log.appends import segment_registered
-from ..log.batches import check_record_sizes, to_table
+from ..log.batches import check_record_sizes
 from ..log.partition import check_offset
 from ..log.segment_format import with_timestamp
 from ..log.types import AppendResult, ProducerIdentity, TransactionHandle
@@ -46,10 +49,14 @@ from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_id, validate_partition
 from ..retry import retrying
 from ..storage import ObjectStore
-from ..topics import Topics
+from ..topic_schemas import conform_send
+from ..topics import TopicMeta, Topics
 from .accumulator import RecordAccumulator
 from .sender import SegmentSender
 from .state import P, ProducerState, move, require
+
+if TYPE_CHECKING:
+    from ..metrics.client import ClientMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,7 +70,9 @@ class Producer:
 
     def __init__(self, coordinator: Coordinator, topics: Topics, db: Database, store: ObjectStore,
                  settings: Settings, transactional_id: str | None = None,
-                 transaction_timeout_ms: int | None = None) -> None:
+                 transaction_timeout_ms: int | None = None, metrics: ClientMetrics | None = None) -> None:
+        #: where the producer reports its latencies and counts (txn_broker.metrics.client); None: nowhere
+        self._metrics = metrics
         if transaction_timeout_ms is None:  # the one default: Settings.transaction_timeout_ms
             transaction_timeout_ms = settings.transaction_timeout_ms
         self._coordinator = coordinator
@@ -141,6 +150,8 @@ class Producer:
         try:
             yield
         except TxnBrokerError as error:
+            if self._metrics is not None:
+                self._metrics.failed(error)
             if isinstance(error, InvalidPidMappingError):
                 self._pid_mapping_lost = True
             if isinstance(error, OutOfOrderSequenceError) and self.transactional_id is not None and \
@@ -161,7 +172,19 @@ class Producer:
 
     def _retry(self, call: Callable[[], T]) -> T:
         """``call`` under the broker's one retry policy (txn_broker.retry, retry_budget_ms)."""
-        return retrying(call, self._retry_budget_ms)
+        metrics = self._metrics
+        if metrics is None:
+            return retrying(call, self._retry_budget_ms)
+        attempts = 0
+
+        def counted() -> T:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                metrics.retried()
+            return call()
+
+        return retrying(counted, self._retry_budget_ms)
 
     def _identity(self) -> ProducerIdentity:
         if self._ident is None:  # an idempotent producer gets its id on first use
@@ -268,6 +291,7 @@ class Producer:
                     "abort_transaction() (the transaction may be aborted already, so it cannot commit)"
                 )
             self._require(P.IN_TRANSACTION, P.COMMITTING, action="commit_transaction")
+            started = time.perf_counter()
             self._to(P.COMMITTING)
             with self._guard():
                 ident = self._identity()
@@ -293,6 +317,8 @@ class Producer:
             self._txn_id = None
             self._txn_requested = False
             self._to(P.READY)
+            if self._metrics is not None:
+                self._metrics.committed(time.perf_counter() - started)
             return appends
 
     def abort_transaction(self) -> None:
@@ -312,10 +338,13 @@ class Producer:
                     "aborted; retry commit_transaction(), which reports the real outcome"
                 )
             self._require(P.IN_TRANSACTION, P.ABORTABLE_ERROR, P.ABORTING, action="abort_transaction")
+            started = time.perf_counter()
             self._to(P.ABORTING)
             with self._guard():
                 self._abort()
             self._to(P.READY)
+            if self._metrics is not None:
+                self._metrics.aborted(time.perf_counter() - started)
 
     def _abort(self) -> None:
         self._accumulator.clear()
@@ -378,12 +407,12 @@ class Producer:
                 self._require(P.IN_TRANSACTION, action="send")
             else:
                 self._require(P.READY, action="send")
-            meta = self._topics.get(topic)
-            table = to_table(data, meta.schema, topic)
+            meta, table = self._conform(topic, data)
             if table.num_rows == 0:
                 return
             check_record_sizes(table, meta.max_message_bytes, topic)
             parts = self._accumulator.partition(meta, table, key, partition)
+            given_rows, given_bytes = table.num_rows, table.nbytes
             table = with_timestamp(table, int(time.time() * 1000))
             split = self._accumulator.split(table, parts)
             ident = self._identity()
@@ -401,10 +430,26 @@ class Producer:
                         self._txn_partitions.update(new)
                     else:
                         self._retry(lambda: self._coordinator.check_not_fenced(ident))
+            if self._metrics is not None:  # accepted: counted as given (Arrow bytes)
+                self._metrics.sent(topic, given_rows, given_bytes)
             full = self._accumulator.append(meta, split)
             if full:
                 with self._guard():
                     self._flush(full)
+
+    def _conform(self, topic: str, data: Any) -> tuple[TopicMeta, pa.Table]:
+        """The send as a table of the topic's latest schema version (an older version the
+        topic's schema.compatibility allows is converted); a send matching none is looked
+        at again with the topic's metadata read afresh, once (it may be in a version made
+        since this producer looked), then refused with SchemaMismatchError."""
+        meta = self._topics.get(topic)
+        try:
+            return meta, conform_send(data, meta.versions, meta.schema_version, meta.compatibility, topic)
+        except SchemaMismatchError:
+            fresh = self._topics.get(topic, refresh=True)
+            if (fresh.schema_version, fresh.compatibility) == (meta.schema_version, meta.compatibility):
+                raise
+            return fresh, conform_send(data, fresh.versions, fresh.schema_version, fresh.compatibility, topic)
 
     # -- flushing ------------------------------------------------------------------------
 

@@ -32,12 +32,14 @@ from ..assets import topic_asset
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ingest import callable_table, detect_format, fingerprint, read_file, resolve_sources
 from ..loading import import_callable
+from ..stats import AIRFLOW_CLIENT_METRICS
+from ..topic_setup import declared_topics, set_up_topics
 from .base import TransactionalOperatorMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from txn_broker import Broker
+    from txn_broker import Broker, TopicSpec
 
 MARKER_GROUP_PREFIX = "txn_broker.ingest."
 
@@ -54,9 +56,15 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
     ``python_callable`` (a dotted path; called with ``op_kwargs``; returns a pyarrow Table
     or a list of dicts) into ``topic`` in one transaction.
 
-    Columns are matched to the topic's schema by name (missing ones become nulls, extra
-    ones are dropped) and cast to its types. ``key``: the column whose value picks the
-    partition. The transactional id defaults to ``{dag_id}.{task_id}[.map_index]``.
+    Columns are matched to the topic's schema by name and cast to its types: a missing
+    nullable column becomes nulls; a column the topic does not have fails the task before
+    anything is written (SchemaMismatchError), as does a value that does not cast.
+    ``key``: the column whose value picks the partition.
+
+    ``topics``: the topics this task writes, as ``TopicSpec(name, partitions, schema,
+    config)`` values: created when missing, checked when they exist (same partitions, same
+    schema), when the task starts. Without it ``topic`` must exist already.
+    The transactional id defaults to ``{dag_id}.{task_id}[.map_index]``.
 
     XCom: ``{"topic", "outcome": "committed" | "already_ingested", "records_out",
     "ingested": [...], "skipped": [...], "transactional_id", "producer_id",
@@ -81,9 +89,11 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
         transactional_id: str | None = None,
         idempotency_key: str | None = None,
         transaction_timeout_ms: int | None = None,
+        topics: list[TopicSpec] | None = None,
         txn_broker_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
+        declared = declared_topics(topics, kwargs.get("task_id", "?"))
         if (source is None) == (python_callable is None):
             raise ValueError("pass exactly one of source= (files) or python_callable= (a dotted path)")
         if python_callable is not None and not isinstance(python_callable, str):
@@ -91,6 +101,7 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
         if "outlets" not in kwargs and "{{" not in topic:
             kwargs["outlets"] = [topic_asset(topic, txn_broker_conn_id)]
         super().__init__(**kwargs)
+        self.topics = declared
         self.topic = topic
         self.source = source
         self.format = format
@@ -106,7 +117,9 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
         tid = self.resolve_transactional_id(context)
         hook = TxnBrokerHook(self.txn_broker_conn_id)
         try:
-            return self._ingest(hook.get_conn(), tid, context)
+            broker = hook.get_conn()
+            set_up_topics(broker, self.topics, [self.topic], self.task_id, self.txn_broker_conn_id)
+            return self._ingest(broker, tid, context)
         finally:
             hook.close()
 
@@ -135,7 +148,8 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
         else:
             inputs.append((marker_group(self._callable_identity(context)), None, {}))
 
-        producer = broker.producer(transactional_id=tid, transaction_timeout_ms=self.transaction_timeout_ms)
+        producer = broker.producer(transactional_id=tid, transaction_timeout_ms=self.transaction_timeout_ms,
+                                   metrics=AIRFLOW_CLIENT_METRICS)
         try:
             # init first: it fences any earlier attempt and settles what it left, so the
             # marker checks below see final answers.

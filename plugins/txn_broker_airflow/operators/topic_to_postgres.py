@@ -24,7 +24,8 @@ from airflow.sdk import BaseOperator
 from ..errors import LoadStalledError
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ids import transactional_id_for
-from ..warehouse import Sink, resolve_target
+from ..stats import AIRFLOW_CLIENT_METRICS
+from ..warehouse import Sink, open_sink, resolve_target
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -90,7 +91,7 @@ class TopicToPostgresOperator(BaseOperator):
         try:
             broker = hook.get_conn()
             schema = broker.describe_topic(self.topic).schema
-            sink = Sink(target, self.table, schema, self.db_schema, self.create_table)
+            sink = open_sink(target, self.table, schema, self.db_schema, self.create_table)
             summary = self._load(broker, sink, group)
         finally:
             target.engine.dispose()
@@ -107,7 +108,7 @@ class TopicToPostgresOperator(BaseOperator):
         log_starts = broker.beginning_offsets(partitions)
         loaded = 0
         start_offsets: dict[str, int] = {}
-        consumer = broker.consumer(isolation_level="read_committed")
+        consumer = broker.consumer(isolation_level="read_committed", metrics=AIRFLOW_CLIENT_METRICS)
         try:
             for tp in partitions:
                 committed = starts_db.get(tp.partition)
