@@ -38,6 +38,7 @@ import pyarrow as pa
 from ..broker import Broker
 from ..consumer import commit_offsets
 from ..errors import (
+    InvalidPartitionsError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
@@ -57,7 +58,7 @@ from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
-from ..topic_configs import defaults, validate_config
+from ..topic_configs import KAFKA_IGNORED_CONFIGS, check_changes, defaults, validate_config
 from ..topic_schemas import conform_send
 from ..topics import TopicMeta
 from .acls import AclBinding, AclFilter, PatternType, Permission
@@ -192,6 +193,31 @@ class KafkaBackend:
         are accepted and ignored) and the broker's defaults."""
         meta = self.broker._topics.get(name, refresh=True)
         return dict(meta.config), defaults(self.broker.settings)
+
+    def alter_configs(self, name: str, changes: dict[str, str | None], *, replace: bool,
+                      validate_only: bool) -> None:
+        """AlterConfigs (``replace``: every config not given goes back to its default) and
+        IncrementalAlterConfigs (only those given; None: back to the default), through
+        ``Broker.alter_topic``: checked by the topic configs' table, nothing changed on a
+        refusal."""
+        meta = self.broker._topics.get(name, refresh=True)
+        defaults_now = defaults(self.broker.settings)
+        reset = {k: defaults_now.get(k, KAFKA_IGNORED_CONFIGS.get(k)) for k in meta.config} if replace else {}
+        wanted = {**reset, **{k: v if v is not None else defaults_now.get(k, KAFKA_IGNORED_CONFIGS.get(k))
+                              for k, v in changes.items()}}
+        config = check_changes(wanted)  # a name Kafka does not know: InvalidConfigError
+        if not validate_only and config:
+            self.broker.alter_topic(name, config=config, by="kafka-listener")
+
+    def create_partitions(self, name: str, count: int, validate_only: bool) -> None:
+        """CreatePartitions: the topic grows to ``count`` partitions (InvalidPartitionsError
+        to shrink or keep the count, as Kafka refuses it)."""
+        meta = self.broker._topics.get(name, refresh=True)
+        if count <= meta.partition_count:
+            raise InvalidPartitionsError(f"topic {name!r} has {meta.partition_count} partitions; "
+                                         f"it can only grow (asked {count})")
+        if not validate_only:
+            self.broker.alter_topic(name, partitions=count, by="kafka-listener")
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:
