@@ -833,3 +833,22 @@ WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
   AND s.max_timestamp_ms >= :timestamp_ms AND s.purged_ms IS NULL
 ORDER BY s.base_offset
 LIMIT 1;
+
+-- kafka_acls --
+-- Every Kafka ACL (each listener holds them all, read again every few seconds)
+SELECT resource_type, resource_name, pattern_type, principal, host, operation, permission
+FROM kafka_acls
+ORDER BY resource_type, resource_name, pattern_type, principal, host, operation, permission;
+
+-- insert_kafka_acl --
+-- CreateAcls, `txn-broker acls add`: an ACL (one already there stays as it is)
+INSERT INTO kafka_acls (resource_type, resource_name, pattern_type, principal, host, operation, permission,
+                        created_ms)
+VALUES (:resource_type, :resource_name, :pattern_type, :principal, :host, :operation, :permission, {now_ms})
+ON CONFLICT DO NOTHING;
+
+-- delete_kafka_acl --
+-- DeleteAcls, `txn-broker acls remove`: one ACL
+DELETE FROM kafka_acls
+WHERE resource_type = :resource_type AND resource_name = :resource_name AND pattern_type = :pattern_type
+  AND principal = :principal AND host = :host AND operation = :operation AND permission = :permission;

@@ -63,6 +63,7 @@ BEGIN
         ('group_offsets',     'SELECT, INSERT, UPDATE, DELETE'),
         ('object_deletions',  'SELECT, INSERT, DELETE'),
         ('kafka_listeners',   'SELECT, INSERT, UPDATE, DELETE'),
+        ('kafka_acls',        'SELECT, INSERT, DELETE'),
         -- the default Iceberg catalog (pyiceberg SqlCatalog runs these, not queries.sql)
         ('iceberg_tables',    'SELECT, INSERT, UPDATE, DELETE'),
         ('iceberg_namespace_properties', 'SELECT, INSERT, UPDATE, DELETE')

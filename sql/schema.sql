@@ -242,3 +242,18 @@ INSERT INTO counters (name, value) VALUES ('producer_id', 0);
 INSERT INTO counters (name, value) VALUES ('topic_id', 0);
 -- only on sqlite
 INSERT INTO counters (name, value) VALUES ('txn_id', 0);
+
+-- Kafka's ACLs (0012), enforced by every `txn-broker serve` of the database: Kafka's codes for
+-- the resource type, pattern type (3 literal, 4 prefixed), operation and permission (2 deny,
+-- 3 allow).
+CREATE TABLE kafka_acls (
+    resource_type  INTEGER NOT NULL,
+    resource_name  TEXT NOT NULL,
+    pattern_type   INTEGER NOT NULL,
+    principal      TEXT NOT NULL,
+    host           TEXT NOT NULL,
+    operation      INTEGER NOT NULL,
+    permission     INTEGER NOT NULL,
+    created_ms     BIGINT NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission)
+);

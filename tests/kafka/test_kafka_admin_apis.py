@@ -9,7 +9,13 @@ import pytest
 from _kafka_listener import Listener
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
-from kafka.errors import GroupSubscribedToTopicError, InvalidConfigurationError, NoError, NonEmptyGroupError
+from kafka.errors import (
+    GroupSubscribedToTopicError,
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    NoError,
+    NonEmptyGroupError,
+)
 from kafka.structs import OffsetAndMetadata
 
 from txn_broker import TopicPartition as TP
@@ -32,6 +38,25 @@ def test_configs_groups_and_producers(kafka, backend):
     assert configs["min.insync.replicas"]["value"] == "2"
     assert configs["segment.ms"]["value"] == "604800000"  # Kafka's default, ignored here
     assert backend.connect().describe_topic("cfg").config["retention.ms"] == 60000
+
+    # IncrementalAlterConfigs and AlterConfigs (through Broker.alter_topic); CreatePartitions
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "cfg", configs={
+        "retention.ms": "120000", "min.insync.replicas": ("DELETE", None)})], raise_on_unknown=False,
+        incremental=True)
+    after = backend.connect().describe_topic("cfg").config
+    assert (after["retention.ms"], after["min.insync.replicas"], after["cleanup.policy"]) == (120000, "1", "compact")
+    # AlterConfigs replaces the whole config: kafka-python sends the keys already changed along
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "cfg", configs={"segment.ms": "1000"})],
+                        raise_on_unknown=False, incremental=False)
+    after = backend.connect().describe_topic("cfg").config
+    assert (after["retention.ms"], after["segment.ms"], after["cleanup.policy"]) == (120000, "1000", "compact")
+    refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "cfg", configs={"no.such": "1"})],
+                                  raise_on_unknown=False, incremental=True)
+    assert "InvalidConfig" in str(refused)
+    admin.create_partitions({"cfg": 3})
+    assert len(backend.connect().describe_topic("cfg").partitions) == 3
+    with pytest.raises(InvalidPartitionsError):
+        admin.create_partitions({"cfg": 2})
 
     # DescribeProducers: the transactional producer with its open transaction's first offset
     producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, transactional_id="admin-tx")

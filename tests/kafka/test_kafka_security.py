@@ -49,7 +49,7 @@ def secured(backend, tmp_path):
     users = tmp_path / "users"
     users.write_text("# operator-configured credentials\nalice:alice-secret\nbob:bob-secret\n")
     listener = Listener(backend.env, tmp_path / "serve.log", "--tls-cert", str(cert), "--tls-key", str(key),
-                        "--sasl-users", str(users))
+                        "--sasl-users", str(users), "--allow-everyone-if-no-acl-found")
     yield listener, cert
     listener.stop()
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .. import redact
 from ..errors import InvalidInputError, TxnBrokerError
-from . import consume, groups, iceberg, maintenance, metrics, produce, serve, topics, transactions
+from . import acls, consume, groups, iceberg, maintenance, metrics, produce, serve, topics, transactions
 from .common import Context, UsageError
 
 PROG = "txn-broker"
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     maintenance.register(commands, common)
     serve.register(commands, common)
     metrics.register(commands, common)
+    acls.register(commands, common)
     iceberg.register(commands, common)
     return parser
 

@@ -47,6 +47,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
                             "read, write and abort)")
+    serve.add_argument("--super-users", metavar="PRINCIPALS", default="",
+                       help="principals that may do everything whatever the ACLs, e.g. User:admin,User:ops "
+                            "(Kafka's super.users)")
+    serve.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
+                       help="with SASL, allow a request on a resource no ACL names (default: refused, as Kafka "
+                            "with an authoriser); see `txn-broker acls`")
     serve.add_argument("--auto-create-topics", action="store_true",
                        help="create a topic a client asks Metadata for and that does not exist, with Kafka's "
                             "record shape and --default-partitions (Kafka's auto.create.topics.enable; "
@@ -116,7 +122,9 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
           max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
           sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits,
-          auto_create_topics=args.default_partitions if args.auto_create_topics else 0, metrics=metrics)
+          auto_create_topics=args.default_partitions if args.auto_create_topics else 0, metrics=metrics,
+          super_users=[u.strip() for u in args.super_users.split(",") if u.strip()],
+          allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
     return 0
 
 

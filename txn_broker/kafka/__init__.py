@@ -7,9 +7,13 @@ protocol (message schemas from ``kio``, generated from Kafka's JSON definitions)
 
 from __future__ import annotations
 
+from .acls import AclBinding, AclFilter, PatternType, Permission
 from .apis import SUPPORTED
+from .authorizer import Operation, ResourceType
+from .backend import AclStore
 from .limits import ListenerLimits
 from .security import SaslUsers, tls_context
 from .server import KafkaServer, serve
 
-__all__ = ["SUPPORTED", "KafkaServer", "ListenerLimits", "SaslUsers", "serve", "tls_context"]
+__all__ = ["SUPPORTED", "AclBinding", "AclFilter", "AclStore", "KafkaServer", "ListenerLimits", "Operation",
+           "PatternType", "Permission", "ResourceType", "SaslUsers", "serve", "tls_context"]

@@ -84,6 +84,11 @@ class Authorizer:
         authoriser)."""
         return True
 
+    def allows_any(self, principal: Principal, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether ``principal`` may perform ``operation`` on some resource of the type (an
+        idempotent producer needs WRITE on some topic, KIP-679)."""
+        return True
+
     def authorized_operations(self, principal: Principal, resource_type: ResourceType, name: str) -> int:
         """The bit field of the operations on a resource ``principal`` may perform (bit n
         set for operation code n), as Metadata and DescribeGroups answer it."""

@@ -38,6 +38,7 @@ import pyarrow as pa
 from ..broker import Broker
 from ..consumer import commit_offsets
 from ..errors import (
+    InvalidPartitionsError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
@@ -57,9 +58,11 @@ from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
-from ..topic_configs import defaults, validate_config
+from ..topic_configs import KAFKA_IGNORED_CONFIGS, check_changes, defaults, validate_config
 from ..topic_schemas import conform_send
 from ..topics import TopicMeta
+from .acls import AclBinding, AclFilter, PatternType, Permission
+from .authorizer import Operation, ResourceType
 from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
 log = logging.getLogger(__name__)
@@ -190,6 +193,31 @@ class KafkaBackend:
         are accepted and ignored) and the broker's defaults."""
         meta = self.broker._topics.get(name, refresh=True)
         return dict(meta.config), defaults(self.broker.settings)
+
+    def alter_configs(self, name: str, changes: dict[str, str | None], *, replace: bool,
+                      validate_only: bool) -> None:
+        """AlterConfigs (``replace``: every config not given goes back to its default) and
+        IncrementalAlterConfigs (only those given; None: back to the default), through
+        ``Broker.alter_topic``: checked by the topic configs' table, nothing changed on a
+        refusal."""
+        meta = self.broker._topics.get(name, refresh=True)
+        defaults_now = defaults(self.broker.settings)
+        reset = {k: defaults_now.get(k, KAFKA_IGNORED_CONFIGS.get(k)) for k in meta.config} if replace else {}
+        wanted = {**reset, **{k: v if v is not None else defaults_now.get(k, KAFKA_IGNORED_CONFIGS.get(k))
+                              for k, v in changes.items()}}
+        config = check_changes(wanted)  # a name Kafka does not know: InvalidConfigError
+        if not validate_only and config:
+            self.broker.alter_topic(name, config=config, by="kafka-listener")
+
+    def create_partitions(self, name: str, count: int, validate_only: bool) -> None:
+        """CreatePartitions: the topic grows to ``count`` partitions (InvalidPartitionsError
+        to shrink or keep the count, as Kafka refuses it)."""
+        meta = self.broker._topics.get(name, refresh=True)
+        if count <= meta.partition_count:
+            raise InvalidPartitionsError(f"topic {name!r} has {meta.partition_count} partitions; "
+                                         f"it can only grow (asked {count})")
+        if not validate_only:
+            self.broker.alter_topic(name, partitions=count, by="kafka-listener")
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:
@@ -666,3 +694,34 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+class AclStore:
+    """The Kafka ACLs of a broker's metadata database (table ``kafka_acls``), shared by
+    every listener of the cluster and by ``txn-broker acls``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def find(self, matching: AclFilter | None = None) -> list[AclBinding]:
+        rows = self.broker._db.run(lambda tx: tx.all("kafka_acls"), write=False)
+        acls = [AclBinding(ResourceType(int(r.resource_type)), str(r.resource_name), PatternType(int(r.pattern_type)),
+                           str(r.principal), str(r.host), Operation(int(r.operation)), Permission(int(r.permission)))
+                for r in rows]
+        return [a for a in acls if matching is None or matching.matches(a)]
+
+    def add(self, acls: Iterable[AclBinding]) -> None:
+        checked = sorted(a.check() for a in acls)
+        self.broker._db.run(lambda tx: [tx.execute("insert_kafka_acl", **_acl_row(a)) for a in checked])
+
+    def remove(self, matching: AclFilter) -> list[AclBinding]:
+        """Delete the ACLs ``matching`` selects; the ACLs deleted."""
+        doomed = self.find(matching)
+        self.broker._db.run(lambda tx: [tx.execute("delete_kafka_acl", **_acl_row(a)) for a in doomed])
+        return doomed
+
+
+def _acl_row(acl: AclBinding) -> dict[str, Any]:
+    return {"resource_type": int(acl.resource_type), "resource_name": acl.resource_name,
+            "pattern_type": int(acl.pattern_type), "principal": acl.principal, "host": acl.host,
+            "operation": int(acl.operation), "permission": int(acl.permission)}

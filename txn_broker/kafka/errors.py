@@ -35,6 +35,7 @@ _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (e.OffsetMetadataTooLargeError, ErrorCode.offset_metadata_too_large),
     (e.UnknownGroupError, ErrorCode.group_id_not_found),
     (e.InvalidNameError, ErrorCode.invalid_request),
+    (e.InvalidPartitionsError, ErrorCode.invalid_partitions),
     (e.InvalidConfigError, ErrorCode.invalid_config),
     (e.InvalidInputError, ErrorCode.invalid_request),
     (e.IllegalStateError, ErrorCode.invalid_txn_state),

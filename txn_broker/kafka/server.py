@@ -19,7 +19,7 @@ import logging
 import signal
 import ssl
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -30,13 +30,14 @@ from kio.schema.errors import ErrorCode
 from ..broker import Broker
 from ..errors import TxnBrokerError
 from . import codec
+from .acls import AclAuthorizer
 from .apis import HANDLERS, SUPPORTED, RequestContext
 from .apis.fetch import FETCH_KEY
 from .apis.produce import produce
 from .apis.sasl import SASL_KEYS
 from .apis.transactions import PRODUCER_FENCED_SINCE
 from .authorizer import Authorizer
-from .backend import KafkaBackend, Node, PreparedProduce
+from .backend import AclStore, KafkaBackend, Node, PreparedProduce
 from .errors import error_code
 from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
@@ -85,8 +86,10 @@ class KafkaServer:
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
                  sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None,
-                 auto_create_topics: int = 0, metrics: ListenerMetrics | None = None) -> None:
+                 auto_create_topics: int = 0, metrics: ListenerMetrics | None = None,
+                 super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False) -> None:
         self.backend = KafkaBackend(broker)
+        self.acl_store = AclStore(broker)
         #: Metadata creates a topic it is asked for with this many partitions (0: never)
         self.auto_create_topics = auto_create_topics
         self.host = host
@@ -104,7 +107,10 @@ class KafkaServer:
         self._heartbeat: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.tls = tls
-        self.authorizer = Authorizer()
+        # ACLs are enforced once clients authenticate (SASL): without it every client is
+        # User:ANONYMOUS and may do everything, as a Kafka broker without an authoriser
+        self.authorizer: Authorizer = AclAuthorizer(super_users, allow_everyone_if_no_acl_found) \
+            if sasl_users is not None else Authorizer()
         self.supported = {k: v for k, v in SUPPORTED.items() if sasl_users is not None or k not in SASL_KEYS}
         self.api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
                          for k, (lo, hi) in sorted(self.supported.items())]
@@ -126,6 +132,7 @@ class KafkaServer:
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port)
         self.nodes = await self.call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+        await self.refresh_acls()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.groups.start()
         if self.sweep_interval_s > 0:
@@ -160,6 +167,7 @@ class KafkaServer:
             try:
                 await self.call(self.backend.listener_heartbeat, self.node_id)
                 self.nodes = await self.call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+                await self.refresh_acls()  # changes made through another listener or the CLI
             except TxnBrokerError as error:
                 log.warning("listener heartbeat failed: %s", error)
 
@@ -182,6 +190,11 @@ class KafkaServer:
 
     def not_coordinator(self, group_id: str) -> bool:
         return self.node_for(f"group:{group_id}").node_id != self.node_id
+
+    async def refresh_acls(self) -> None:
+        """Read the cluster's ACLs again (when they are enforced)."""
+        if isinstance(self.authorizer, AclAuthorizer):
+            self.authorizer.load(await self.call(self.acl_store.find))
 
     def self_node(self) -> Node:
         return Node(self.node_id, self.advertised_host, self.port)

@@ -10,6 +10,7 @@ and its ``APIS``, added to :data:`MODULES`.
 from __future__ import annotations
 
 from . import (
+    acls,
     api_versions,
     configs,
     fetch,
@@ -25,7 +26,7 @@ from . import (
 from .base import Api, RequestContext
 
 MODULES = (produce, fetch, metadata, offsets, groups, sasl, api_versions, topics, transactions, configs,
-           producers)
+           producers, acls)
 #: api key -> its API
 HANDLERS: dict[int, Api] = {api.key: api for module in MODULES for api in module.APIS}
 #: api key -> (lowest, highest) version supported; docs/kafka-protocol.md lists them

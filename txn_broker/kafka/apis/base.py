@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from .. import codec
 from ..authorizer import Authorizer, Operation, Principal, ResourceType
-from ..backend import KafkaBackend, Node, PreparedProduce
+from ..backend import AclStore, KafkaBackend, Node, PreparedProduce
 from ..groups import GroupCoordinator
 from ..security import SaslSession
 
@@ -26,6 +26,7 @@ class Listener(Protocol):
     authorizer: Authorizer
     api_keys: list[dict[str, int]]
     auto_create_topics: int
+    acl_store: AclStore
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (it blocks on the database or the store)."""
@@ -44,6 +45,8 @@ class Listener(Protocol):
     def not_coordinator(self, group_id: str) -> bool: ...
 
     async def refresh_nodes(self) -> list[Node]: ...
+
+    async def refresh_acls(self) -> None: ...
 
 
 @dataclass

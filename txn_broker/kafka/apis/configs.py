@@ -1,4 +1,5 @@
-"""Topic configs through Kafka's APIs: DescribeConfigs (32).
+"""Topic configs through Kafka's APIs: DescribeConfigs (32), AlterConfigs (33) and
+IncrementalAlterConfigs (44), the last two through ``Broker.alter_topic``.
 
 Every config of a topic is answered: the broker's own (``topic_configs.TOPIC_CONFIGS``,
 those Kafka also has mapped to it: retention, sizes, compression, segment.bytes), and Kafka's
@@ -8,12 +9,15 @@ documentation field."""
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...errors import InvalidConfigError, TxnBrokerError
 from ...topic_configs import KAFKA_IGNORED_CONFIGS, TOPIC_CONFIGS
 from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..errors import error_code
 from .base import Api, Listener, Payload, RequestContext, allows
 
 #: Kafka's ConfigResource types
@@ -103,4 +107,72 @@ async def describe_configs(server: Listener, ctx: RequestContext, req: Any) -> P
     return {"throttle_time": 0, "results": results}
 
 
-APIS = (Api(32, "DescribeConfigs", 1, 4, describe_configs),)
+#: IncrementalAlterConfigs' operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def incremental_changes(current: dict[str, Any], configs: Any) -> dict[str, str | None]:
+    """IncrementalAlterConfigs' operations as changes (None: back to the default); APPEND
+    and SUBTRACT edit a list config's comma-separated items."""
+    changes: dict[str, str | None] = {}
+    for c in configs:
+        op = int(c.config_operation)
+        if op == SET:
+            changes[c.name] = c.value
+        elif op == DELETE:
+            changes[c.name] = None
+        elif op in (APPEND, SUBTRACT) and c.name in _LISTS:
+            now = changes.get(c.name) or as_text(current.get(c.name, KAFKA_IGNORED_CONFIGS.get(c.name, "")))
+            items = [i for i in now.split(",") if i]
+            given = [i for i in (c.value or "").split(",") if i]
+            items = items + [i for i in given if i not in items] if op == APPEND else \
+                [i for i in items if i not in given]
+            changes[c.name] = ",".join(items)
+        else:
+            raise InvalidConfigError(f"operation {op} on {c.name!r}: APPEND and SUBTRACT apply to list configs "
+                                     f"({', '.join(sorted(_LISTS))})")
+    return changes
+
+
+async def _alter(server: Listener, ctx: RequestContext, req: Any, incremental: bool) -> Payload:
+    responses = []
+    for r in req.resources:
+        rtype, name = int(r.resource_type), r.resource_name
+        out = {"resource_type": rtype, "resource_name": name, "error_code": ErrorCode.none, "error_message": None}
+        if rtype != TOPIC_RESOURCE:
+            responses.append({**out, "error_code": ErrorCode.invalid_request,
+                              "error_message": "only topic configs can be changed here"})
+            continue
+        if not allows(server, ctx, Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+            responses.append({**out, "error_code": ErrorCode.topic_authorization_failed})
+            continue
+        try:
+            if incremental:
+                current, _ = await server.call(server.backend.topic_config, name)
+                changes = incremental_changes(current, r.configs)
+            else:
+                changes = {c.name: c.value for c in r.configs}
+            await server.call(partial(server.backend.alter_configs, name, changes, replace=not incremental,
+                                      validate_only=bool(req.validate_only)))
+        except TxnBrokerError as error:
+            code = error_code(error)
+            responses.append({**out, "error_code": code, "error_message": str(error)[:500]})
+            continue
+        responses.append(out)
+    return {"throttle_time": 0, "responses": responses}
+
+
+async def alter_configs(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    """Kafka's AlterConfigs: a resource's configs replaced (those not given: defaults)."""
+    return await _alter(server, ctx, req, incremental=False)
+
+
+async def incremental_alter_configs(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    return await _alter(server, ctx, req, incremental=True)
+
+
+APIS = (
+    Api(32, "DescribeConfigs", 1, 4, describe_configs),
+    Api(33, "AlterConfigs", 0, 2, alter_configs),
+    Api(44, "IncrementalAlterConfigs", 0, 1, incremental_alter_configs),
+)

@@ -101,7 +101,9 @@ async def describe_groups(server: Listener, ctx: RequestContext, req: Any) -> Pa
                     "group_state": group.state if group is not None and group.members else "Empty",
                     "protocol_type": (group.protocol_type if group is not None else None) or "consumer",
                     "protocol_data": (group.protocol if group is not None else None) or "",
-                    "members": members, "authorized_operations": NOT_REQUESTED})
+                    "members": members, "authorized_operations": server.authorizer.authorized_operations(
+                        ctx.principal, ResourceType.GROUP, group_id)
+                    if getattr(req, "include_authorized_operations", False) else NOT_REQUESTED})
     return {"throttle_time": 0, "groups": out}
 
 

@@ -1,4 +1,4 @@
-"""CreateTopics (19) and DeleteTopics (20)."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,24 @@ async def delete_topics(server: Listener, ctx: RequestContext, req: Any) -> Payl
     return {"throttle_time": 0, "responses": results}
 
 
+async def create_partitions(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    """Kafka's CreatePartitions (``kafka-topics --alter --partitions``): a topic grows through
+    ``Broker.alter_topic``; replica assignments are ignored (every listener serves every
+    partition)."""
+    results = []
+    for t in req.topics:
+        if not allows(server, ctx, Operation.ALTER, ResourceType.TOPIC, t.name):
+            results.append({"name": t.name, "error_code": ErrorCode.topic_authorization_failed,
+                            "error_message": None})
+            continue
+        _, code = await server.attempt(server.backend.create_partitions, t.name, int(t.count),
+                                       bool(req.validate_only))
+        results.append({"name": t.name, "error_code": code, "error_message": None if code == 0 else code.name})
+    return {"throttle_time": 0, "results": results}
+
+
 APIS = (
     Api(19, "CreateTopics", 2, 7, create_topics),
     Api(20, "DeleteTopics", 1, 5, delete_topics),
+    Api(37, "CreatePartitions", 0, 3, create_partitions),
 )

@@ -24,8 +24,10 @@ def _may_write(server: Listener, ctx: RequestContext, transactional_id: str) -> 
 
 async def init_producer_id(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     tid = req.transactional_id
+    # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
     refused = not _may_write(server, ctx, tid) if tid is not None else not (
-        allows(server, ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME))
+        allows(server, ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+        or server.authorizer.allows_any(ctx.principal, Operation.WRITE, ResourceType.TOPIC))
     if refused:
         code = TID_REFUSED if tid is not None else ErrorCode.cluster_authorization_failed
         return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
