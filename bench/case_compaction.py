@@ -57,7 +57,7 @@ def _write_large(broker: Any, topic: str, table: pa.Table, txns: int) -> None:
         kept = [table.slice(t * RECORDS_PER_TXN, RECORDS_PER_TXN) for t in range(p, txns, PARTITIONS)
                 if t % ABORT_EVERY != ABORT_EVERY - 1]
         with producer.transaction():
-            producer.send(topic, pa.concat_tables(kept), partition=p)
+            producer.send(topic, pa.concat_tables(kept).combine_chunks(), partition=p)
     producer.close()
 
 

@@ -8,7 +8,10 @@
    segments of about each topic's ``segment.bytes`` (dropping aborted records), deletes
    queued objects whose delete delay has passed and orphan objects older than the grace
    period.
-3. ``report``: one line with what both did.
+3. ``publish_iceberg``: ``Broker.publish_iceberg`` publishes every topic with
+   ``iceberg.enabled`` to its Iceberg table (after gc, so that data files retention left
+   below a partition's log start leave the table in the same run; docs/iceberg.md).
+4. ``report``: one line with what they did.
 
 Every step is idempotent and safe next to running producers, consumers and other runs,
 so overlapping, repeated or retried runs are harmless. Params: ``orphan_grace_ms`` (default:
@@ -61,7 +64,21 @@ with DAG(
         return result
 
     @task
-    def report(swept: dict[str, Any], collected: dict[str, Any]) -> str:
+    def publish_iceberg(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Publish what was committed to the topics' Iceberg tables (none: no topic has
+        iceberg.enabled). A dry run publishes nothing."""
+        from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
+
+        if (params or {}).get("dry_run"):
+            return []
+        hook = TxnBrokerHook()
+        try:
+            return [r.to_dict() for r in hook.get_conn().publish_iceberg()]
+        finally:
+            hook.close()
+
+    @task
+    def report(swept: dict[str, Any], collected: dict[str, Any], published: list[dict[str, Any]]) -> str:
         line = (f"sweeps: aborted {len(swept.get('aborted', []))}, rolled forward "
                 f"{len(swept.get('completed', []))}, expired ids {len(swept.get('expired_ids', []))}; "
                 f"gc{' (dry run)' if collected.get('dry_run') else ''}: purged "
@@ -69,10 +86,13 @@ with DAG(
                 f"{collected.get('retention_segments', 0)} by retention, merged "
                 f"{collected.get('compacted_segments', 0)} small segments into "
                 f"{collected.get('compaction_outputs', 0)}, deleted "
-                f"{collected.get('objects_deleted', 0)} objects and {collected.get('orphans_deleted', 0)} orphans")
+                f"{collected.get('objects_deleted', 0)} objects and {collected.get('orphans_deleted', 0)} orphans; "
+                f"iceberg: {sum(p['rows'] for p in published)} rows published to {len(published)} tables")
         print(line)
         return line
 
     collected = collect_garbage()
     sweep >> collected  # gc purges what the sweep just aborted
-    report(sweep.output, collected)
+    published = publish_iceberg()
+    collected >> published  # retention applied first: the publish expires the files it left behind
+    report(sweep.output, collected, published)

@@ -13,8 +13,9 @@ SELECT {now_ms} AS now_ms;
 
 -- insert_topic --
 -- Register a topic; no row back when the name is taken
-INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms)
-VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms})
+INSERT INTO topics (topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version,
+                    last_field_id)
+VALUES (:topic_id, :name, :partition_count, :arrow_schema, :config, {now_ms}, 1, :last_field_id)
 ON CONFLICT (name) DO NOTHING
 RETURNING topic_id;
 
@@ -24,13 +25,55 @@ INSERT INTO partitions (topic_id, partition_no) VALUES (:topic_id, :partition_no
 
 -- get_topic --
 -- A topic's metadata by name
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
 FROM topics WHERE name = :name;
 
 -- get_topic_by_id --
 -- A topic's metadata by id
-SELECT topic_id, name, partition_count, arrow_schema, config, created_ms
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
 FROM topics WHERE topic_id = :topic_id;
+
+-- insert_topic_schema --
+-- Keep one version of a topic's schema (version 1 at creation, the next at each change)
+INSERT INTO topic_schemas (topic_id, version, arrow_schema, created_ms, created_by)
+VALUES (:topic_id, :version, :arrow_schema, {now_ms}, :created_by);
+
+-- topic_schema_versions --
+-- Every version of a topic's schema, oldest first
+SELECT version, arrow_schema, created_ms, created_by FROM topic_schemas
+WHERE topic_id = :topic_id ORDER BY version;
+
+-- lock_topic --
+-- A topic's row, locked while it is altered (SQLite: writers are serialised already)
+SELECT topic_id, name, partition_count, arrow_schema, config, created_ms, schema_version, last_field_id
+FROM topics WHERE name = :name {for_update};
+
+-- set_topic_schema --
+-- Make a new schema version the latest
+UPDATE topics SET arrow_schema = :arrow_schema, schema_version = :schema_version,
+                  last_field_id = :last_field_id
+WHERE topic_id = :topic_id;
+
+-- set_topic_config --
+-- Replace a topic's configs (the whole JSON object)
+UPDATE topics SET config = :config WHERE topic_id = :topic_id;
+
+-- set_partition_count --
+-- Grow a topic's partition count (its new partitions' rows are inserted with insert_partition)
+UPDATE topics SET partition_count = :partition_count
+WHERE topic_id = :topic_id AND partition_count < :partition_count;
+
+-- insert_topic_alteration --
+-- Record an alteration of a topic: who, when, and what changed (JSON)
+INSERT INTO topic_alterations (topic_id, seq, altered_ms, altered_by, changes)
+VALUES (:topic_id, (SELECT COALESCE(MAX(a.seq), 0) + 1 FROM topic_alterations a WHERE a.topic_id = :topic_id),
+        {now_ms}, :altered_by, :changes)
+RETURNING seq, altered_ms;
+
+-- topic_alterations_of --
+-- A topic's alterations, oldest first
+SELECT seq, altered_ms, altered_by, changes FROM topic_alterations
+WHERE topic_id = :topic_id ORDER BY seq;
 
 -- list_topics --
 -- All topic names
@@ -78,7 +121,7 @@ ORDER BY p.partition_no;
 -- The segments overlapping [start_offset, end_offset) with their transaction's marker
 -- (purged_ms set: gc deleted the object of an aborted segment; every reader skips it)
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id,
-       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms, s.row_count
+       s.producer_id, s.max_timestamp_ms, m.marker, s.purged_ms, s.schema_version, s.row_count
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -112,9 +155,10 @@ RETURNING high_watermark, log_start_offset;
 -- Register a completely written segment object
 INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
                       producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
-                      created_ms)
+                      created_ms, schema_version)
 VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
-        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms});
+        :producer_id, :producer_epoch, :base_sequence, :txn_id, :max_timestamp_ms, {now_ms},
+        :schema_version);
 
 -- upsert_producer_state --
 -- Remember the last accepted sequence
@@ -228,34 +272,42 @@ WHERE txn_id = :txn_id AND marker IS NULL;
 
 -- upsert_txn_offset --
 -- TxnOffsetCommit: stage a group offset inside the transaction
-INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset)
-VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset)
+INSERT INTO txn_offsets (txn_id, group_id, topic_id, partition_no, committed_offset, metadata, leader_epoch)
+VALUES (:txn_id, :group_id, :topic_id, :partition_no, :committed_offset, :metadata, :leader_epoch)
 ON CONFLICT (txn_id, group_id, topic_id, partition_no) DO UPDATE
-SET committed_offset = excluded.committed_offset;
+SET committed_offset = excluded.committed_offset,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- apply_txn_offsets --
 -- Make a committed transaction's group offsets the groups' committed offsets
-INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
-SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id,
+                           metadata, leader_epoch)
+SELECT group_id, topic_id, partition_no, committed_offset, {now_ms}, txn_id, metadata, leader_epoch
 FROM txn_offsets WHERE txn_id = :txn_id
 ORDER BY group_id, topic_id, partition_no
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
-    txn_id = excluded.txn_id;
+    txn_id = excluded.txn_id,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- upsert_group_offset --
 -- A plain (non-transactional) offset commit
-INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id)
-VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL)
+INSERT INTO group_offsets (group_id, topic_id, partition_no, committed_offset, commit_ms, txn_id,
+                           metadata, leader_epoch)
+VALUES (:group_id, :topic_id, :partition_no, :committed_offset, {now_ms}, NULL, :metadata, :leader_epoch)
 ON CONFLICT (group_id, topic_id, partition_no) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     commit_ms = excluded.commit_ms,
-    txn_id = NULL;
+    txn_id = NULL,
+    metadata = excluded.metadata,
+    leader_epoch = excluded.leader_epoch;
 
 -- group_offsets_for_topic --
 -- A group's committed offsets in one topic
-SELECT partition_no, committed_offset FROM group_offsets
+SELECT partition_no, committed_offset, metadata, leader_epoch FROM group_offsets
 WHERE group_id = :group_id AND topic_id = :topic_id;
 
 -- list_groups --
@@ -540,13 +592,22 @@ LIMIT :limit;
 -- A consistent cut (txn_broker/log/cut.py: the Spark source's atomic end of a read, the
 -- Iceberg publisher's snapshots): the committed transactions with records at or after
 -- :end_offset in one partition, and every partition each of them wrote with its first
--- offset there
+-- offset there. A compacted segment (row_count set) belongs to no transaction: when one
+-- ends past :end_offset (rare: an end lowered below where compaction reached), the
+-- transactions whose records it holds are found by their partition entries instead (a scan
+-- of txn_partitions, run only then)
 SELECT tp.txn_id, tp.topic_id, tp.partition_no, tp.first_offset
 FROM txn_partitions tp
 WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
-  AND tp.txn_id IN (SELECT s.txn_id FROM segments s
-                    WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
-                      AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL);
+  AND (tp.txn_id IN (SELECT s.txn_id FROM segments s
+                     WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+                       AND s.base_offset >= :end_offset AND s.txn_id IS NOT NULL)
+       OR (EXISTS (SELECT 1 FROM segments c
+                   WHERE c.topic_id = :topic_id AND c.partition_no = :partition_no
+                     AND c.row_count IS NOT NULL AND c.base_offset + c.record_count > :end_offset)
+           AND tp.txn_id IN (SELECT x.txn_id FROM txn_partitions x
+                             WHERE x.topic_id = :topic_id AND x.partition_no = :partition_no
+                               AND x.marker = 'COMMIT' AND x.last_offset >= :end_offset)));
 
 -- next_txn_id --
 -- A new transaction id: nextval of the sequence txn_ids on PostgreSQL (takes no row lock,
@@ -694,7 +755,8 @@ FROM (SELECT COUNT(s.base_offset) AS aborted_segments,
 -- One page of a partition's segments from an offset, in offset order, with their
 -- transaction entry's marker and their age by the database clock
 SELECT s.base_offset, s.record_count, s.size_bytes, s.object_key, s.txn_id, s.producer_id,
-       s.max_timestamp_ms, s.purged_ms, s.row_count, m.marker, {now_ms} - s.created_ms AS age_ms
+       s.max_timestamp_ms, s.purged_ms, s.row_count, s.schema_version, m.marker,
+       {now_ms} - s.created_ms AS age_ms
 FROM segments s
 LEFT JOIN txn_partitions m
        ON m.txn_id = s.txn_id AND m.topic_id = s.topic_id AND m.partition_no = s.partition_no
@@ -734,11 +796,40 @@ WHERE topic_id = :topic_id AND partition_no = :partition_no
 -- (producer id -1, no sequence, no transaction: it holds committed records only)
 INSERT INTO segments (topic_id, partition_no, base_offset, record_count, size_bytes, object_key,
                       producer_id, producer_epoch, base_sequence, txn_id, max_timestamp_ms,
-                      created_ms, row_count)
+                      created_ms, row_count, schema_version)
 VALUES (:topic_id, :partition_no, :base_offset, :record_count, :size_bytes, :object_key,
-        -1, -1, -1, NULL, :max_timestamp_ms, {now_ms}, :row_count);
+        -1, -1, -1, NULL, :max_timestamp_ms, {now_ms}, :row_count, :schema_version);
 -- segment_written_ms --
 -- Area: Iceberg tables (txn_broker/iceberg), to the end of this group.
 -- When a segment was registered (how long its records have waited to be published)
 SELECT created_ms FROM segments
 WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset = :base_offset;
+
+-- delete_group_offsets --
+-- DeleteGroups: every committed offset of a group
+DELETE FROM group_offsets WHERE group_id = :group_id;
+
+-- delete_group_offset --
+-- OffsetDelete: a group's committed offset of one partition
+DELETE FROM group_offsets WHERE group_id = :group_id AND topic_id = :topic_id AND partition_no = :partition_no;
+
+-- partition_producers --
+-- DescribeProducers: the producers with sequence state on a partition, and the first offset
+-- of the transaction each has open there (NULL: none)
+SELECT s.producer_id, s.producer_epoch, s.last_sequence, s.updated_ms,
+       (SELECT MIN(o.first_offset) FROM txn_partitions o JOIN transactions t ON t.txn_id = o.txn_id
+        WHERE o.topic_id = s.topic_id AND o.partition_no = s.partition_no AND o.marker IS NULL
+          AND t.producer_id = s.producer_id AND t.end_ms IS NULL) AS txn_start_offset
+FROM producer_state s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+ORDER BY s.producer_id;
+
+-- first_segment_at_time --
+-- The first segment of a partition (by offset) holding a record at or after a time: its
+-- max_timestamp_ms is at least :timestamp_ms (segments purged by gc skipped)
+SELECT s.base_offset, s.record_count
+FROM segments s
+WHERE s.topic_id = :topic_id AND s.partition_no = :partition_no
+  AND s.max_timestamp_ms >= :timestamp_ms AND s.purged_ms IS NULL
+ORDER BY s.base_offset
+LIMIT 1;

@@ -49,7 +49,9 @@ BEGIN
     FOR g IN SELECT * FROM (VALUES
         ('schema_migrations', 'SELECT'),
         ('counters',          'SELECT, UPDATE'),
-        ('topics',            'SELECT, INSERT, DELETE'),
+        ('topics',            'SELECT, INSERT, UPDATE, DELETE'),
+        ('topic_schemas',     'SELECT, INSERT'),
+        ('topic_alterations', 'SELECT, INSERT'),
         ('partitions',        'SELECT, INSERT, UPDATE'),
         ('transactions',      'SELECT, INSERT, UPDATE'),
         ('segments',          'SELECT, INSERT, UPDATE, DELETE'),
@@ -58,7 +60,7 @@ BEGIN
         ('txn_state_log',     'SELECT, INSERT'),
         ('txn_partitions',    'SELECT, INSERT, UPDATE'),
         ('txn_offsets',       'SELECT, INSERT, UPDATE'),
-        ('group_offsets',     'SELECT, INSERT, UPDATE'),
+        ('group_offsets',     'SELECT, INSERT, UPDATE, DELETE'),
         ('object_deletions',  'SELECT, INSERT, DELETE'),
         ('kafka_listeners',   'SELECT, INSERT, UPDATE, DELETE'),
         -- the default Iceberg catalog (pyiceberg SqlCatalog runs these, not queries.sql)

@@ -22,7 +22,29 @@ CREATE TABLE topics (
     partition_count  INTEGER NOT NULL CHECK (partition_count > 0),
     arrow_schema     TEXT NOT NULL,      -- base64 of the Arrow IPC schema message
     config           TEXT NOT NULL,      -- JSON object of topic configs
-    created_ms       BIGINT NOT NULL
+    created_ms       BIGINT NOT NULL,
+    schema_version   INTEGER NOT NULL DEFAULT 1,  -- the latest version (topic_schemas)
+    last_field_id    INTEGER NOT NULL DEFAULT 0   -- the last field id given (0: none yet)
+);
+
+-- Every version of every topic's schema, with field ids (docs/semantics.md, "Schema evolution")
+CREATE TABLE topic_schemas (
+    topic_id      BIGINT NOT NULL REFERENCES topics (topic_id) ON DELETE CASCADE,
+    version       INTEGER NOT NULL CHECK (version > 0),
+    arrow_schema  TEXT NOT NULL,        -- base64 of the Arrow IPC schema message, with field ids
+    created_ms    BIGINT NOT NULL,
+    created_by    TEXT NOT NULL,
+    PRIMARY KEY (topic_id, version)
+);
+
+-- Every alteration of a topic (schema, partitions, configs), with who and when
+CREATE TABLE topic_alterations (
+    topic_id    BIGINT NOT NULL REFERENCES topics (topic_id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL CHECK (seq > 0),
+    altered_ms  BIGINT NOT NULL,
+    altered_by  TEXT NOT NULL,
+    changes     TEXT NOT NULL,          -- JSON: what changed (schema, partitions, config)
+    PRIMARY KEY (topic_id, seq)
 );
 
 CREATE TABLE partitions (
@@ -63,6 +85,7 @@ CREATE TABLE segments (
     max_timestamp_ms  BIGINT NOT NULL,
     created_ms        BIGINT NOT NULL,
     purged_ms         BIGINT,            -- set: aborted and purged by gc (offsets stay occupied)
+    schema_version    INTEGER NOT NULL DEFAULT 1,  -- the topic schema version it was encoded in
     row_count         BIGINT,            -- set: compacted (records held; record_count is the
                                          -- offset span, its gaps aborted records; `_offset` stored)
     PRIMARY KEY (topic_id, partition_no, base_offset),
@@ -149,6 +172,8 @@ CREATE TABLE txn_offsets (
     topic_id          BIGINT NOT NULL,
     partition_no      INTEGER NOT NULL,
     committed_offset  BIGINT NOT NULL CHECK (committed_offset >= 0),
+    metadata          TEXT,              -- 0008: the commit's metadata, a JSON string (NULL: none)
+    leader_epoch      INTEGER,           -- 0008: the commit's leader epoch (NULL: none)
     PRIMARY KEY (txn_id, group_id, topic_id, partition_no),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE
@@ -162,6 +187,8 @@ CREATE TABLE group_offsets (
     committed_offset  BIGINT NOT NULL CHECK (committed_offset >= 0),
     commit_ms         BIGINT NOT NULL,
     txn_id            BIGINT,
+    metadata          TEXT,              -- 0008: the commit's metadata, a JSON string (NULL: none)
+    leader_epoch      INTEGER,           -- 0008: the commit's leader epoch (NULL: none)
     PRIMARY KEY (group_id, topic_id, partition_no),
     FOREIGN KEY (topic_id, partition_no) REFERENCES partitions (topic_id, partition_no)
         ON DELETE CASCADE

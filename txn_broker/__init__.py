@@ -33,12 +33,15 @@ from .coordinator import SweepAction
 from .fsck import FsckReport
 from .gc import GcReport
 from .log.batches import key_partitions
+from .log.field_ids import FIELD_ID_KEY, field_id, with_field_id
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
+from .log.projection import DEFAULT_KEY, declared_default
 from .log.types import AppendResult
 from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     PartitionInfo,
     SchemaUpgrade,
     StateChange,
@@ -66,6 +69,9 @@ from .states import (
     open_age_ms,
     state_sets,
 )
+from .timestamps import to_timestamp_ms
+from .topic_configs import COMPATIBILITY_MODES
+from .topic_schemas import SchemaVersion, with_default
 
 #: the public API (docs/api.md); every other module of txn_broker is internal
 __all__ = [
@@ -76,15 +82,20 @@ __all__ = [
     "ISOLATION_LEVELS", "READ_COMMITTED", "READ_UNCOMMITTED", "Consumer", "Producer", "key_partitions",
     # records from files (JSON Lines, CSV, Parquet) into a topic's schema
     "BINARY_ENCODINGS", "RECORD_FORMATS", "RecordSource", "guess_format", "open_records", "read_records",
+    # schema evolution (docs/semantics.md, "Schema evolution"): field ids and defaults
+    "COMPATIBILITY_MODES", "DEFAULT_KEY", "FIELD_ID_KEY", "SchemaVersion", "declared_default", "field_id",
+    "with_default", "with_field_id",
     # what the broker returns
     "AppendResult", "CompactionReport", "FsckReport", "GcReport", "GroupDescription", "GroupPartition",
-    "HangingTransaction", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction", "TopicDescription",
-    "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
+    "HangingTransaction", "OffsetAndMetadata", "PartitionInfo", "SchemaUpgrade", "StateChange", "SweepAction",
+    "TopicDescription", "TopicPartition", "TopicSpec", "TransactionDescription", "TransactionSummary", "TxnPartition",
     # transaction states
     "IDLE_STATES", "OPEN_STATES", "PREPARED_STATES", "TxnState", "is_hanging", "is_open", "open_age_ms",
     "state_sets",
     # names and secrets
     "mask_url", "redact", "strip_userinfo", "url_secrets", "validate_id", "validate_topic_name",
+    # points in time (reprocessing from a date)
+    "to_timestamp_ms",
     # errors (txn_broker.errors)
     "errors",
 ]

@@ -16,10 +16,11 @@ import pyarrow as pa
 
 from .compaction import CompactionReport, compact
 from .config import Settings, resolve_database_url, resolve_storage_url
-from .consumer import Consumer, commit_offsets, committed_offsets
+from .consumer import DEFAULT_METADATA_MAX_AGE_MS, Consumer, commit_offsets, committed_offsets
 from .coordinator import Coordinator, SweepAction
 from .database import Database, Tx
 from .errors import (
+    IncompatibleSchemaError,
     InvalidConfigError,
     InvalidInputError,
     SchemaMismatchError,
@@ -35,12 +36,20 @@ from .gc import DEFAULT_DELETE_DELAY_MS, GcReport, collect_garbage
 from .iceberg.settings import IcebergSettings
 from .log.appends import segment_registered
 from .log.batches import DEFAULT_SCHEMA
-from .log.partition import READ_COMMITTED, PartitionOffsets, check_offset, partition_offsets
+from .log.partition import (
+    READ_COMMITTED,
+    PartitionOffsets,
+    check_offset,
+    first_segment_at_time,
+    partition_offsets,
+)
+from .log.projection import declared_default
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
     GroupDescription,
     GroupPartition,
     HangingTransaction,
+    OffsetAndMetadata,
     SchemaUpgrade,
     StateChange,
     TopicDescription,
@@ -198,13 +207,21 @@ class Broker:
         return self.describe_topic(name)
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, pa.Schema | None]] | Iterable[TopicSpec],
-                      config: dict[str, Any] | None = None) -> dict[str, str]:
+                      config: dict[str, Any] | None = None, *, evolve: bool = False,
+                      by: str | None = None) -> dict[str, str]:
         """Create each topic that does not exist yet, given as :class:`TopicSpec` values or
         as ``{name: (partitions, schema)}`` (``config`` for the new ones, where a spec has
         none). An existing topic must have the same partition count (InvalidConfigError)
         and, when a schema is given, the same schema (SchemaMismatchError). Safe to run
         concurrently and repeatedly: the set-up step of every pipeline. Returns
-        ``{name: "created" | "exists"}``."""
+        ``{name: "created" | "exists" | "evolved"}``.
+
+        ``evolve``: an existing topic whose declared schema or partition count differs is
+        altered to it instead (:meth:`alter_topic`, recorded as ``by``): a new schema
+        version when the change keeps the topic's rules, more partitions when more are
+        declared. A change the rules refuse raises IncompatibleSchemaError naming the
+        topic, the field and the rule; fewer partitions, InvalidPartitionsError. So a
+        pipeline's code carries its topics' changes, checked when it is deployed."""
         specs = ([TopicSpec(name, partitions, schema) for name, (partitions, schema) in topics.items()]
                  if isinstance(topics, Mapping) else [spec for spec in topics])
         for spec in specs:
@@ -223,6 +240,9 @@ class Broker:
                 except TopicAlreadyExistsError:
                     pass  # created concurrently: check it like any existing one
             described = self.describe_topic(name)
+            if evolve:
+                done[name] = self._evolve(described, spec, by)
+                continue
             if len(described.partitions) != partitions:
                 raise InvalidConfigError(
                     f"topic {name!r} exists with {len(described.partitions)} partitions, expected {partitions}")
@@ -231,6 +251,46 @@ class Broker:
                     f"topic {name!r} exists with schema {described.schema}, expected {schema}")
             done[name] = "exists"
         return done
+
+    def _evolve(self, described: TopicDescription, spec: TopicSpec, by: str | None) -> str:
+        """An existing topic altered to its declaration; "evolved" or "exists"."""
+        schema = None
+        if spec.schema is not None and not _same_columns(described.schema, spec.schema):
+            schema = spec.schema
+        partitions = spec.partitions if spec.partitions != len(described.partitions) else None
+        if schema is None and partitions is None:
+            return "exists"
+        try:
+            self.alter_topic(spec.name, schema=schema, partitions=partitions, by=by)
+        except IncompatibleSchemaError as error:
+            raise IncompatibleSchemaError(
+                f"topic {spec.name!r} cannot evolve to its declared schema: {error}", field=error.field,
+                rule=error.rule) from None
+        return "evolved"
+
+    def alter_topic(self, name: str, *, schema: pa.Schema | None = None, partitions: int | None = None,
+                    config: Mapping[str, Any] | None = None, by: str | None = None) -> TopicDescription:
+        """Change a topic while pipelines run, in one database transaction recorded with
+        ``by`` (default ``user@host``) and the time (docs/semantics.md, "Schema evolution"):
+
+        * ``schema``: the next schema version. Fields are matched to the latest version by
+          field id when they carry one (``PARQUET:field_id`` in the field's metadata: how
+          a rename is expressed), else by name; a new field takes the next id. The change
+          must keep the structural rules and the topic's ``schema.compatibility``
+          (IncompatibleSchemaError naming the field and the rule otherwise).
+        * ``partitions``: a larger partition count (InvalidPartitionsError to shrink).
+          Keyed records go to the new count from then on.
+        * ``config``: topic configs to change (InvalidConfigError for an unknown key or a
+          bad value); the schema change, if any, is checked under the new configs.
+
+        Nothing changes when any part is refused. Returns the topic's description."""
+        self._topics.alter(name, schema=schema, partitions=partitions, config=config, by=by)
+        return self.describe_topic(name)
+
+    def topic_alterations(self, name: str) -> list[dict[str, Any]]:
+        """Every alteration of a topic, oldest first: ``seq``, ``altered_ms``, ``altered_by``
+        and ``changes`` (what changed: ``schema``, ``partitions``, ``config``)."""
+        return self._topics.alterations(name)
 
     def list_topics(self) -> list[str]:
         return self._topics.names()
@@ -287,6 +347,45 @@ class Broker:
             out[tp] = self._offsets(meta, tp.partition).log_start_offset
         return out
 
+    def offsets_for_times(self, partitions: Iterable[TopicPartition], timestamp_ms: int
+                          ) -> dict[TopicPartition, int]:
+        """Kafka's ``offsetsForTimes``: per partition, the first offset whose record has a
+        timestamp at or after ``timestamp_ms`` (the last stable offset when none has; never
+        below the log start). Found from the segments' max timestamps, then within the one
+        segment by its records' timestamps. What ``groups reset-offsets --to-datetime``
+        and the operators' reprocessing use."""
+        out = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self._topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            out[tp] = self._offset_for_time(meta, tp.partition, timestamp_ms)
+        return out
+
+    def _offset_for_time(self, meta: TopicMeta, partition: int, timestamp_ms: int) -> int:
+        import pyarrow.compute as pc
+
+        offsets = self._offsets(meta, partition)
+        found = self._db.read(lambda tx: first_segment_at_time(tx, meta.topic_id, partition, timestamp_ms))
+        if found is None:
+            return offsets.last_stable_offset
+        base, count = found
+        offset = base
+        consumer = self.consumer(isolation_level="read_uncommitted")
+        try:
+            tp = TopicPartition(meta.name, partition)
+            consumer.assign([tp])
+            consumer.seek(tp, max(base, offsets.log_start_offset))
+            batch = consumer.poll(max_records=count)
+            if batch.num_rows:
+                times = pc.cast(batch["_timestamp"], pa.int64())
+                late = pc.filter(batch["_offset"], pc.greater_equal(times, pa.scalar(timestamp_ms, pa.int64())))
+                if len(late):
+                    offset = int(late[0].as_py())
+        finally:
+            consumer.close()
+        return max(offset, offsets.log_start_offset)
+
     def segment_registered(self, object_key: str) -> bool:
         """Whether an uploaded object was registered as a segment."""
         return segment_registered(self._db, object_key)
@@ -307,21 +406,34 @@ class Broker:
                         timeout, metrics=client_metrics(metrics))
 
     def consumer(self, group_id: str | None = None, isolation_level: str = READ_COMMITTED,
-                 auto_offset_reset: str = "earliest", *, metrics: Any = None) -> Consumer:
-        """``metrics``: as for :meth:`producer` (records and bytes polled, errors)."""
+                 auto_offset_reset: str = "earliest", *,
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS, metrics: Any = None) -> Consumer:
+        """A consumer. ``metadata_max_age_ms``: how often it looks its topics up again (a
+        newer schema version, partitions added to a subscribed topic). ``metrics``: as for
+        :meth:`producer` (records and bytes polled, errors)."""
         from .metrics.client import client_metrics
 
         return Consumer(self._db, self._store, self._topics, group_id, isolation_level, auto_offset_reset,
-                        metrics=client_metrics(metrics))
+                        metadata_max_age_ms=metadata_max_age_ms, metrics=client_metrics(metrics))
 
     # -- consumer groups -----------------------------------------------------------------
 
     def committed_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                           ) -> dict[TopicPartition, int | None]:
+        """A group's committed offsets (the next offset to read); None where it has none."""
+        return {tp: None if c is None else c.offset
+                for tp, c in self.committed_metadata(group_id, partitions).items()}
+
+    def committed_metadata(self, group_id: str, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """A group's committed offsets with the metadata string and leader epoch they were
+        committed with (by ``commit_offsets``, a transaction or a Kafka client); None where
+        it has none."""
         return committed_offsets(self._db, self._topics, group_id, partitions)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW):
+        ints, or OffsetAndMetadata values to keep a metadata string and leader epoch."""
         commit_offsets(self._db, self._topics, group_id, offsets)
 
     def list_groups(self) -> list[str]:
@@ -337,6 +449,27 @@ class Broker:
         return GroupDescription(group_id, [
             GroupPartition(r.topic, r.partition_no, r.committed_offset, r.log_start_offset,
                            r.high_watermark, r.last_stable_offset, r.commit_ms) for r in rows])
+
+    def delete_group(self, group_id: str) -> None:
+        """Forget a group: every committed offset of it (Kafka's DeleteGroups).
+        UnknownGroupError if it has none. Offsets staged by an open transaction still land
+        if that transaction commits."""
+        validate_id("group id", group_id)
+        if not self._db.run(lambda tx: tx.execute("delete_group_offsets", group_id=group_id)):
+            raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Forget a group's committed offsets of ``partitions`` (Kafka's OffsetDelete); a
+        partition the group has no offset for is left as it is."""
+        validate_id("group id", group_id)
+        keys = []
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            meta = self._topics.get(tp.topic)
+            validate_partition(tp.partition, meta.partition_count, tp.topic)
+            keys.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition})
+        keys.sort(key=lambda k: (k["topic_id"], k["partition_no"]))
+        self._db.run(lambda tx: [tx.execute("delete_group_offset", **k) for k in keys])
 
     # -- transactions: sweeps and admin --------------------------------------------------
 
@@ -502,7 +635,23 @@ class Broker:
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Check the metadata against the object store (``txn-broker fsck``); ``progress``
         receives a line per step. Returns an FsckReport (``ok``, problems, warnings)."""
-        return check(self._db, self._store, self.settings, progress=progress)
+        return check(self._db, self._store, self.settings, progress=progress, iceberg=self._iceberg_check())
+
+    def _iceberg_check(self) -> Callable[[], Iterable[tuple[str, int | None, str]]] | None:
+        """fsck's check of the Iceberg tables, when a topic has ``iceberg.enabled``."""
+        metas = [self._topics.get(n, refresh=True) for n in self._topics.names()]
+        enabled = [m for m in metas if m.config.get("iceberg.enabled")]
+        if not enabled:
+            return None
+
+        def problems() -> Iterable[tuple[str, int | None, str]]:
+            from .iceberg.check import check_table
+
+            publisher = self._iceberg_publisher()
+            for meta in enabled:
+                yield from check_table(self._db, publisher, meta)
+
+        return problems
 
     def close(self) -> None:
         if self._publisher is not None:
@@ -514,3 +663,11 @@ class Broker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _same_columns(current: pa.Schema, declared: pa.Schema) -> bool:
+    """Whether a declared schema is the topic's latest as it stands: the same columns, types,
+    nullability and declared defaults (field ids are the broker's, not the declaration's)."""
+    if not current.equals(declared.remove_metadata()):
+        return False
+    return all(declared_default(a) == declared_default(b) for a, b in zip(current, declared, strict=True))

@@ -44,15 +44,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from .config import Settings
 from .database import Database, Tx
 from .errors import UnknownTopicOrPartitionError
 from .log.keys import segment_key
-from .log.partition import PlannedSegment, partition_offsets, partitions_page
-from .log.reader import load_segment
+from .log.partition import partition_offsets, partitions_page
+from .log.scan import scan_partition
 from .log.segment_format import OFFSET_COLUMN, encode_segment
 from .retry import retrying
 from .rewrite import RewriteFile, RewriteGroup, plan_rewrite, run_rewrite
@@ -84,10 +83,8 @@ class Candidate:
     committed: bool
     #: of an aborted transaction: merged, its records dropped
     aborted: bool
-
-    def planned(self) -> PlannedSegment:
-        return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None,
-                              self.purged, self.row_count)
+    #: the topic schema version it was written in (the merged segment is in the latest)
+    schema_version: int = 1
 
 
 @dataclass
@@ -140,7 +137,8 @@ def candidates(tx: Tx, topic_id: int, partition: int, min_age_ms: int) -> list[C
             out.append(Candidate(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.max_timestamp_ms,
                                  r.purged_ms is not None, r.row_count,
                                  committed=r.purged_ms is None and (r.txn_id is None or r.marker == "COMMIT"),
-                                 aborted=r.purged_ms is not None or (r.txn_id is not None and r.marker == "ABORT")))
+                                 aborted=r.purged_ms is not None or (r.txn_id is not None and r.marker == "ABORT"),
+                                 schema_version=r.schema_version))
             position = end
         if len(rows) < _PAGE:
             break
@@ -172,20 +170,19 @@ class SegmentTarget:
         self.retry_budget_ms = retry_budget_ms
 
     def read(self, group: RewriteGroup) -> Iterator[pa.Table]:
-        """Each committed input's rows, with their offsets first."""
-        for f in group.files:
-            c = self.inputs[f.key]
-            if not c.committed:
-                continue
-            table = load_segment(self.store, c.planned())
-            if c.row_count is None:
-                numbers = np.arange(c.base_offset, c.base_offset + table.num_rows, dtype=np.int64)
-                table = table.add_column(0, pa.field(OFFSET_COLUMN, pa.int64()), pa.array(numbers))
-            yield table
+        """The group's committed rows, a segment at a time, with their offsets first (the
+        partition's visible rows, :func:`txn_broker.log.scan.scan_partition`; if another
+        compactor swapped meanwhile, the same rows from its segment, and this swap refuses)."""
+        versions = {number: v.schema for number, v in self.topic.versions.items()}
+        # every input in the topic's latest version, by field id (the merged segment is in it)
+        for table in scan_partition(self.db, self.store, self.topic.topic_id, self.topic.name, self.partition,
+                                    group.start, group.end, schemas=versions, version=self.topic.schema_version):
+            yield table.drop_columns(["_partition"])  # left: _offset, _timestamp, the topic's columns
 
     def write(self, group: RewriteGroup, tables: list[pa.Table]) -> MergedSegment:
         table = pa.concat_tables(tables).combine_chunks()
-        payload = encode_segment(table, self.topic.compression)
+        # compressed as the producer's segments of the same records were: decided without `_offset`
+        payload = encode_segment(table, self.topic.compression, sample_without=(OFFSET_COLUMN,))
         key = segment_key(self.topic.topic_id, self.partition,
                           f"compacted-{group.start:020d}-{group.end:020d}-{uuid.uuid4().hex}")
         retrying(partial(self.store.put, key, payload), self.retry_budget_ms)
@@ -210,7 +207,7 @@ class SegmentTarget:
             tx.execute("insert_compacted_segment", **key, base_offset=group.start,
                        record_count=group.end - group.start, size_bytes=output.size_bytes,
                        object_key=output.object_key, max_timestamp_ms=output.max_timestamp_ms,
-                       row_count=output.row_count)
+                       row_count=output.row_count, schema_version=self.topic.schema_version)
             return True
 
         return bool(self.db.run(work))
@@ -233,6 +230,8 @@ def compact_partition(db: Database, store: ObjectStore, topic: TopicMeta, partit
     compacted = False
     for group in groups:
         inputs = [by_key[k] for k in group.keys]
+        if any(c.schema_version not in topic.versions for c in inputs):
+            continue  # written in a schema version made after the topic was looked up: next run
         span = group.end - group.start
         kept = sum(c.row_count if c.row_count is not None else c.record_count for c in inputs if c.committed)
         if report.dry_run:

@@ -9,6 +9,13 @@ segment is kept whole with its metadata columns (a block), which polls slice, an
 next one is loaded and decoded in the background meanwhile. Below the end a plan was
 made with, nothing changes but deletion (retention, gc of aborted segments): a segment
 found gone is re-planned once, as a fresh poll would.
+
+Schema versions: every segment is read under the latest schema version the consumer
+knows (txn_broker.log.projection), so a poll's records of one topic are all in one
+version, however many versions the segments were written in. The consumer looks its
+topics up again every ``metadata_max_age_ms`` (as Kafka's consumer does its metadata):
+a newer schema version then applies from the next poll, and a subscription takes in
+partitions added to its topics.
 """
 
 from __future__ import annotations
@@ -29,14 +36,16 @@ from .errors import (
     CorruptSegmentError,
     IllegalStateError,
     InvalidConfigError,
+    InvalidInputError,
     OffsetOutOfRangeError,
     TxnBrokerError,
 )
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
+from .log.projection import project
 from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool, row_index, row_offsets
 from .log.segment_format import read_schema
-from .models import TopicPartition
-from .names import validate_id, validate_partition
+from .models import OffsetAndMetadata, TopicPartition
+from .names import validate_id, validate_partition, validate_topic_name
 from .storage import ObjectStore
 from .topics import TopicMeta, Topics
 
@@ -50,6 +59,11 @@ RESETS = ("earliest", "latest", "none")
 #: Kafka's max.poll.records does, and is unlimited unless given
 DEFAULT_POLL_BYTES = 8 * 1024 * 1024
 
+
+#: how often a consumer looks its topics up again (new schema versions, new partitions),
+#: by default: Kafka's metadata.max.age.ms is 5 minutes; topics here change rarely too,
+#: but a look-up is one small query
+DEFAULT_METADATA_MAX_AGE_MS = 5_000
 
 #: the metadata columns' constant arrays, shared by the process's consumers
 _METADATA = MetadataColumns()
@@ -65,6 +79,8 @@ class _Block:
     row_bytes: float
     #: its rows' offsets, for a compacted segment (offsets with gaps); None: consecutive
     offsets: np.ndarray | None = None
+    #: the topic schema version the block was read in
+    version: int = 1
 
 
 @dataclass
@@ -82,36 +98,47 @@ class _Plan:
     block_stop: int = 0
     row_bytes: float = 1.0
     block_offsets: np.ndarray | None = None
+    block_version: int = 1
 
 
 def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: Iterable[TopicPartition]
-                      ) -> dict[TopicPartition, int | None]:
-    """A group's committed offsets (the next offset to read); None where it has none."""
+                      ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """A group's committed offsets (the next offset to read) with their metadata; None
+    where it has none."""
     validate_id("group id", group_id)
     tps = [TopicPartition(*tp) for tp in partitions]
     metas = {tp.topic: topics.get(tp.topic) for tp in tps}
 
-    def work(tx: Tx) -> dict[TopicPartition, int | None]:
-        found: dict[tuple[str, int], int] = {}
+    def work(tx: Tx) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        found: dict[tuple[str, int], OffsetAndMetadata] = {}
         for name, meta in metas.items():
             for r in tx.all("group_offsets_for_topic", group_id=group_id, topic_id=meta.topic_id):
-                found[(name, r.partition_no)] = r.committed_offset
+                found[(name, r.partition_no)] = OffsetAndMetadata.from_columns(
+                    r.committed_offset, r.metadata, r.leader_epoch)
         return {tp: found.get((tp.topic, tp.partition)) for tp in tps}
 
     return db.read(work)
 
 
-def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-    """Commit a group's offsets outside any transaction (validated: 0 <= offset <= HW)."""
+def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping[TopicPartition, object], *,
+                   within_log: bool = True) -> None:
+    """Commit a group's offsets outside any transaction: ints or OffsetAndMetadata values.
+    ``within_log``: each offset must lie in [0, HW] (the Python API's check); else any
+    offset >= 0 is kept, as Kafka's brokers keep it (a consumer resets by its own policy)."""
     validate_id("group id", group_id)
     rows = []
-    for tp, offset in offsets.items():
+    for tp, value in offsets.items():
         tp = TopicPartition(*tp)
         meta = topics.get(tp.topic)
         validate_partition(tp.partition, meta.partition_count, tp.topic)
-        check_offset(db, meta.topic_id, meta.name, tp.partition, offset)
+        committed = OffsetAndMetadata.checked(value)
+        if within_log:
+            check_offset(db, meta.topic_id, meta.name, tp.partition, committed.offset)
+        elif not isinstance(committed.offset, int) or isinstance(committed.offset, bool) or committed.offset < 0:
+            raise InvalidInputError(f"offset must be a non-negative int, got {committed.offset!r}")
         rows.append({"group_id": group_id, "topic_id": meta.topic_id, "partition_no": tp.partition,
-                     "committed_offset": int(offset)})
+                     "committed_offset": int(committed.offset), "metadata": committed.metadata_column(),
+                     "leader_epoch": committed.leader_epoch})
     rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
     db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
 
@@ -122,8 +149,12 @@ class Consumer:
     object store ``store`` and the topic lookup ``topics``."""
 
     def __init__(self, db: Database, store: ObjectStore, topics: Topics, group_id: str | None = None,
-                 isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest",
+                 isolation_level: str = READ_COMMITTED, auto_offset_reset: str = "earliest", *,
+                 metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS,
                  metrics: ClientMetrics | None = None) -> None:
+        if isinstance(metadata_max_age_ms, bool) or not isinstance(metadata_max_age_ms, int) \
+                or metadata_max_age_ms < 0:
+            raise InvalidConfigError(f"metadata_max_age_ms must be a non-negative int, got {metadata_max_age_ms!r}")
         #: where the consumer reports what it polls (txn_broker.metrics.client); None: nowhere
         self._metrics = metrics
         if isolation_level not in ISOLATION_LEVELS:
@@ -146,6 +177,10 @@ class Consumer:
         self._prefetched: dict[str, Future[pa.Buffer]] = {}
         self._next = 0
         self._closed = False
+        self.metadata_max_age_ms = metadata_max_age_ms
+        #: subscribed topics (None: assigned partitions), which take in new partitions
+        self._subscription: list[str] | None = None
+        self._metadata_at = time.monotonic()
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -158,6 +193,10 @@ class Consumer:
             meta = self._topic(topic)
             validate_partition(partition, meta.partition_count, topic)
             tps.append(TopicPartition(topic, partition))
+        self._subscription = None
+        self._set_assignment(tps)
+
+    def _set_assignment(self, tps: Iterable[TopicPartition]) -> None:
         self._assignment = sorted(set(tps))
         self._positions = {tp: p for tp, p in self._positions.items() if tp in self._assignment}
         self._plans = {tp: p for tp, p in self._plans.items() if tp in self._assignment}
@@ -168,16 +207,45 @@ class Consumer:
         them all)."""
         if isinstance(topics, str):
             topics = [topics]
+        topics = list(topics)
         self.assign(TopicPartition(t, p) for t in topics for p in range(self._topic(t).partition_count))
+        self._subscription = topics
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
 
     def _topic(self, name: str) -> TopicMeta:
+        validate_topic_name(name)  # a typed error for a name that is not even a string
         meta = self._meta.get(name)
         if meta is None:
             meta = self._meta[name] = self._topics.get(name)
         return meta
+
+    def _refresh(self, name: str) -> TopicMeta:
+        """Look ``name`` up again (a newer schema version, more partitions)."""
+        meta = self._meta[name] = self._topics.get(name, refresh=True)
+        return meta
+
+    def refresh_metadata(self) -> None:
+        """Look the assigned topics up again now: a newer schema version applies from the
+        next poll, and a subscription takes in partitions added to its topics. Polls do
+        this every ``metadata_max_age_ms`` by themselves."""
+        self._check_open()
+        self._metadata_at = time.monotonic()
+        for name in sorted({tp.topic for tp in self._assignment} | set(self._subscription or [])):
+            self._refresh(name)
+        if self._subscription is not None:
+            grown = [TopicPartition(t, p) for t in self._subscription for p in range(self._meta[t].partition_count)]
+            if set(grown) != set(self._assignment):
+                self._set_assignment(grown)
+
+    def _in_version(self, topic: str, table: pa.Table, version: int) -> pa.Table:
+        """Rows read in schema ``version`` of ``topic`` (with metadata columns) in the
+        latest version this consumer knows (no work when it is the same)."""
+        meta = self._topic(topic)
+        if version == meta.schema_version:
+            return table
+        return project(table, meta.schema_at(version), meta.schema, keep_ids=False)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -278,6 +346,8 @@ class Consumer:
             raise InvalidConfigError(f"timeout_s must be a non-negative number of seconds, got {timeout_s!r}")
         if not self._assignment:
             raise IllegalStateError("poll() needs assign() or subscribe() first")
+        if (time.monotonic() - self._metadata_at) * 1000 >= self.metadata_max_age_ms:
+            self.refresh_metadata()
         sliced = self._slice_current_block(max_records, max_bytes)
         if sliced is not None:
             return sliced
@@ -296,11 +366,11 @@ class Consumer:
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
             delay = min(delay * 2, 0.25)
         if not fetched:
-            return read_schema(self._topic(self._assignment[0].topic).schema).empty_table()
-        tables = [table for _, table in fetched]
+            return read_schema(self._topic(self._assignment[0].topic).reader_schema).empty_table()
+        tables = [self._in_version(topic, table, version) for topic, table, version in fetched]
         if len(tables) == 1:
             return tables[0]
-        if len({topic for topic, _ in fetched}) > 1:  # topics' columns differ: union them by name
+        if len({topic for topic, _, _ in fetched}) > 1:  # topics' columns differ: union them by name
             return pa.concat_tables(tables, promote_options="permissive")
         return pa.concat_tables(tables)
 
@@ -313,7 +383,7 @@ class Consumer:
         n = len(self._assignment)
         tp = self._assignment[self._next % n]
         plan = self._plans.get(tp)
-        if plan is None or plan.block is None:
+        if plan is None or plan.block is None or plan.block_version != self._topic(tp.topic).schema_version:
             return None
         position, offsets = plan.position, plan.block_offsets
         if not (plan.block_start <= position and max_records * plan.row_bytes <= max_bytes
@@ -334,9 +404,10 @@ class Consumer:
         self._next = (self._next + 1) % n
         return plan.block.slice(row, max_records)
 
-    def _fetch(self, max_records: int | None, max_bytes: int) -> list[tuple[str, pa.Table]]:
-        """(topic, records) of each partition read, taking turns between partitions."""
-        fetched: list[tuple[str, pa.Table]] = []
+    def _fetch(self, max_records: int | None, max_bytes: int) -> list[tuple[str, pa.Table, int]]:
+        """(topic, records, their schema version) of each partition read, taking turns
+        between partitions."""
+        fetched: list[tuple[str, pa.Table, int]] = []
         records = math.inf if max_records is None else max_records
         budget = [float(max_bytes)]  # spent by _read_plan
         n = len(self._assignment)
@@ -345,9 +416,9 @@ class Consumer:
                 break
             tp = self._assignment[(self._next + i) % n]
             got = self._fetch_partition(tp, records, budget, first=not fetched)
-            if got is not None and got.num_rows:
-                fetched.append((tp.topic, got))
-                records -= got.num_rows
+            if got is not None and got[0].num_rows:
+                fetched.append((tp.topic, *got))
+                records -= got[0].num_rows
         self._next = (self._next + 1) % n
         return fetched
 
@@ -378,7 +449,7 @@ class Consumer:
         return plan
 
     def _fetch_partition(self, tp: TopicPartition, limit: float, budget: list[float], *,
-                         first: bool) -> pa.Table | None:
+                         first: bool) -> tuple[pa.Table, int] | None:
         for attempt in (1, 2):
             position = self._positions.get(tp)
             if position is None and (self.group_id is not None or self.auto_offset_reset != "earliest"):
@@ -394,11 +465,12 @@ class Consumer:
         return None
 
     def _read_plan(self, tp: TopicPartition, plan: _Plan, limit: float, budget: list[float], *,
-                   first: bool) -> pa.Table | None:
+                   first: bool) -> tuple[pa.Table, int] | None:
         """Up to ``limit`` records and about ``budget[0]`` bytes (spent here) from the plan:
-        slices of the current segment's block, the next block loaded when one runs out."""
+        slices of the current segment's block, the next block loaded when one runs out;
+        with the schema version they are in."""
         position, end = plan.position, plan.end
-        parts: list[pa.Table] = []
+        parts: list[tuple[pa.Table, int]] = []
         try:
             while position < end and limit > 0 and budget[0] > 0:
                 if not plan.block_start <= position < plan.block_stop:
@@ -420,7 +492,7 @@ class Consumer:
                         break
                     count = 1  # a poll returns at least one record, however large
                 assert plan.block is not None
-                parts.append(plan.block.slice(row, count))
+                parts.append((plan.block.slice(row, count), plan.block_version))
                 if offsets is None:
                     position += count
                 else:
@@ -431,7 +503,11 @@ class Consumer:
             plan.position = self._positions[tp] = position
         if not parts:
             return None
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        if len(parts) == 1:
+            return parts[0]
+        version = max(v for _, v in parts)  # blocks read before a newer version was seen
+        return pa.concat_tables([self._in_version(tp.topic, t, v) if v != version else t
+                                 for t, v in parts]), version
 
     def _next_block(self, tp: TopicPartition, plan: _Plan, position: int) -> int:
         """Make the block of the plan's segment holding ``position`` current, moving past
@@ -456,12 +532,18 @@ class Consumer:
             pending = self._prefetched.pop(seg.object_key, None)
             table = self._cache.get(seg, None if pending is None else pending.result)
             self._prefetch(segments, i + 1)
-            block = self._blocks[tp] = _Block(seg.object_key, self._metadata.add(table, tp.topic, tp.partition,
+            meta = self._topic(tp.topic)
+            if seg.schema_version > meta.schema_version:  # written in a version made since
+                meta = self._refresh(tp.topic)
+            # the segment's rows in the latest version known, field ids off (readers' tables)
+            rows = project(table, meta.schema_at(seg.schema_version), meta.schema, keep_ids=False)
+            block = self._blocks[tp] = _Block(seg.object_key, self._metadata.add(rows, tp.topic, tp.partition,
                                                                                 seg.base_offset),
                                               max(table.nbytes / max(table.num_rows, 1), 1.0),
-                                              row_offsets(table) if seg.has_gaps else None)
+                                              row_offsets(table) if seg.has_gaps else None, meta.schema_version)
         plan.block, plan.block_start, plan.block_offsets = block.table, seg.base_offset, block.offsets
         plan.block_stop, plan.row_bytes = min(seg.end_offset, plan.end), block.row_bytes
+        plan.block_version = block.version
         return position
 
     def _prefetch(self, segments: list[PlannedSegment], i: int) -> None:
@@ -483,12 +565,19 @@ class Consumer:
     # -- group offsets -------------------------------------------------------------------
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (next offset to read); None where it has none."""
+        """The group's committed offsets (next offset to read); None where it has none
+        (with their metadata: ``committed_metadata``)."""
+        return {tp: None if c is None else c.offset for tp, c in self.committed_metadata(partitions).items()}
+
+    def committed_metadata(self, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets with the metadata and leader epoch they were
+        committed with; None where it has none."""
         self._check_open()
         group = self._require_group()
         return committed_offsets(self._db, self._topics, group, partitions)
 
-    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) for the group, outside any
         transaction. Use Producer.send_offsets_to_transaction for exactly-once."""
         self._check_open()

@@ -51,6 +51,7 @@ from .errors import (
 from .faults import fault_point
 from .log.appends import append_sequenced, append_uploaded
 from .log.types import AppendResult, ProducerIdentity, SegmentWrite, TransactionHandle
+from .models import OffsetAndMetadata
 from .states import IDLE_STATES, PREPARED_STATES, TxnState, check_transition
 
 log = logging.getLogger(__name__)
@@ -306,20 +307,23 @@ class Coordinator:
         return self.db.run(work)
 
     def add_offsets(
-        self, ident: ProducerIdentity, group_id: str, offsets: Sequence[tuple[int, int, int]]
+        self, ident: ProducerIdentity, group_id: str, offsets: Sequence[tuple[int, int, int | OffsetAndMetadata]],
     ) -> int:
         """AddOffsetsToTxn + TxnOffsetCommit: stage ``(topic_id, partition, offset)`` for
-        ``group_id``; they become the group's offsets only if the transaction commits."""
+        ``group_id`` (an OffsetAndMetadata to keep a metadata string and leader epoch); they
+        become the group's offsets only if the transaction commits."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
             row = self._check_fenced(self._lock(tx, tid), ident)
             txn_id = self._begin_if_idle(tx, row, "add offsets")
-            for topic_id, partition, offset in sorted(offsets):
+            for topic_id, partition, value in sorted(offsets, key=lambda o: (o[0], o[1])):
+                committed = OffsetAndMetadata.checked(value)
                 tx.execute(
                     "upsert_txn_offset", txn_id=txn_id, group_id=group_id, topic_id=topic_id,
-                    partition_no=partition, committed_offset=offset,
+                    partition_no=partition, committed_offset=committed.offset,
+                    metadata=committed.metadata_column(), leader_epoch=committed.leader_epoch,
                 )
             return txn_id
 

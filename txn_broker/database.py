@@ -235,7 +235,14 @@ class Database:
     """A connection pool plus the named queries. Created by :func:`txn_broker.connect`."""
 
     def __init__(self, url: str, *, pool_size: int = 5, retry_budget_ms: int = DEFAULT_RETRY_BUDGET_MS) -> None:
-        self.url = sa.make_url(url)
+        try:
+            self.url = sa.make_url(url)
+        except sa.exc.ArgumentError:
+            from .errors import InvalidConfigError
+
+            raise InvalidConfigError(
+                f"invalid database URL {mask_url(url)}: expected an SQLAlchemy URL such as "
+                "postgresql+psycopg2://user:password@host/db or sqlite:///path") from None
         #: how long :meth:`run` may keep re-running rolled-back transactions (txn_broker.retry)
         self.retry_budget_ms = retry_budget_ms
         self.dialect = self.url.get_backend_name()

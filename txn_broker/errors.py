@@ -74,6 +74,11 @@ class OffsetOutOfRangeError(InvalidInputError):
     """The offset lies outside the partition's log."""
 
 
+class OffsetMetadataTooLargeError(InvalidInputError):
+    """A committed offset's metadata string is longer than the broker keeps (4096
+    characters, Kafka's offset.metadata.max.bytes)."""
+
+
 class UnknownTransactionalIdError(InvalidInputError):
     """No such transactional id is known to the coordinator."""
 
@@ -125,7 +130,10 @@ class InvalidPidMappingError(TxnBrokerError):
 
 
 class OutOfOrderSequenceError(TxnBrokerError):
-    """A sequence number gap: an append would be lost or reordered."""
+    """A sequence number gap: an append would be lost or reordered. Fatal for an
+    idempotent producer; a transactional producer raises it as abortable (its transaction
+    is doomed; the abort gives the producer a new epoch and the next transaction proceeds),
+    as Kafka's does."""
 
     fatal = True
 
@@ -184,6 +192,24 @@ class SchemaVersionError(TxnBrokerError):
     fatal = True
 
 
+# -- topic alteration (schema evolution, partitions, configs): bad input, nothing changed --
+
+
+class IncompatibleSchemaError(SchemaMismatchError):
+    """A schema change the topic's rules forbid (docs/semantics.md, "Schema evolution");
+    the topic is unchanged. ``field`` names the offending field (a dotted path) and
+    ``rule`` the rule it breaks."""
+
+    def __init__(self, message: str | None = None, *, field: str = "", rule: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+        self.rule = rule
+
+
+class InvalidPartitionsError(InvalidConfigError):
+    """A topic's partition count can only grow; nothing changed."""
+
+
 # -- Iceberg tables (txn_broker/iceberg, docs/iceberg.md) -------------------------------------
 
 
@@ -204,3 +230,15 @@ class IcebergCommitConflictError(TxnBrokerError):
     removes them) and it publishes again from the table's new offsets. Retry."""
 
     retriable = True
+# -- hostile and careless input (issue 31) ---------------------------------------------------
+
+
+class TimestampOutOfRangeError(SchemaMismatchError):
+    """A timestamp or date outside years 1..9999 (the range every reader can show); nothing
+    was written."""
+
+
+class CredentialsInUrlError(InvalidConfigError):
+    """A storage URL carries credentials (``s3://KEY:SECRET@bucket``): give them as storage
+    options or in the environment boto3 reads instead. Refused before any request is made;
+    retrying cannot help."""

@@ -17,6 +17,10 @@ business, not an inconsistency). Problem kinds, stable for scripts:
 ``marker_outcome_mismatch``          a marker that disagrees with its transaction's outcome
 ===================================  ==========================================================
 
+With topics that have ``iceberg.enabled``, each one's Iceberg table is checked against the
+topic too (:mod:`txn_broker.iceberg.check`: ``iceberg_offsets_ahead``,
+``iceberg_rows_beyond_offsets``, ``iceberg_offset_overlap``, ``iceberg_missing_file``).
+
 Warning kind: ``orphan_object``. Segments purged by gc (aborted, object deleted) are not
 expected in storage. Metadata is read in pages, one partition snapshot at a time; storage
 is listed once per partition plus once for orphans. A segment registered or purged while
@@ -26,7 +30,7 @@ fsck runs is re-checked before it is reported, so fsck can run next to live traf
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -41,6 +45,7 @@ from .storage import ObjectInfo, ObjectStore
 PROBLEM_KINDS = (
     "missing_object", "size_mismatch", "offset_gap", "offset_overlap",
     "segment_without_transaction_entry", "marker_without_transaction", "marker_outcome_mismatch",
+    "iceberg_offsets_ahead", "iceberg_rows_beyond_offsets", "iceberg_offset_overlap", "iceberg_missing_file",
 )
 WARNING_KINDS = ("orphan_object",)
 #: findings listed per kind; the rest are only counted
@@ -111,8 +116,11 @@ class _Stored:
 
 
 def check(db: Database, store: ObjectStore, settings: Settings, *,
-          progress: Callable[[str], None] | None = None) -> FsckReport:
+          progress: Callable[[str], None] | None = None,
+          iceberg: Callable[[], Iterable[tuple[str, int | None, str]]] | None = None) -> FsckReport:
     """Check every partition, the transaction markers and the store; never changes anything.
+    ``iceberg``: the problems of the topics' Iceberg tables (the broker passes it when a
+    topic has ``iceberg.enabled``).
     Raises DatabaseUnavailableError / StorageUnavailableError when it cannot read."""
     say = progress or (lambda _message: None)
     report = FsckReport()
@@ -130,6 +138,10 @@ def check(db: Database, store: ObjectStore, settings: Settings, *,
     _check_markers(db, report)
     say("looking for orphan objects")
     _check_orphans(db, store, settings, report)
+    if iceberg is not None:
+        say("checking Iceberg tables")
+        for kind, partition, message in iceberg():
+            report.add(Finding(kind, message, partition=partition))
     return report
 
 

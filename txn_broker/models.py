@@ -2,17 +2,63 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from .errors import InvalidInputError, OffsetMetadataTooLargeError
 from .states import is_hanging, open_age_ms
 
 
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A group's committed offset (the next offset to read) with what the committer
+    attached to it, as Kafka's clients commit it: a free-form ``metadata`` string and the
+    ``leader_epoch`` of the last record read (None: not given). Accepted wherever a
+    committed offset is (``commit_offsets``, ``send_offsets_to_transaction``) in place of
+    the bare int."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+    @classmethod
+    def checked(cls, value: object) -> OffsetAndMetadata:
+        """``value`` (an int: an offset with no metadata, or an OffsetAndMetadata) with its
+        metadata and epoch checked; the offset itself is checked against its partition by
+        the caller."""
+        committed = value if isinstance(value, OffsetAndMetadata) else cls(value)  # type: ignore[arg-type]
+        if not isinstance(committed.metadata, str):
+            raise InvalidInputError(f"offset metadata must be a str, got {committed.metadata!r}")
+        if len(committed.metadata) > MAX_OFFSET_METADATA:
+            raise OffsetMetadataTooLargeError(
+                f"offset metadata of {len(committed.metadata)} characters (at most {MAX_OFFSET_METADATA})")
+        epoch = committed.leader_epoch
+        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+            raise InvalidInputError(f"leader_epoch must be an int or None, got {epoch!r}")
+        return committed
+
+
+    def metadata_column(self) -> str | None:
+        """The metadata as stored: a JSON string literal (PostgreSQL's text cannot hold the
+        NUL that librdkafka ends its metadata with), NULL for none."""
+        return json.dumps(self.metadata) if self.metadata else None
+
+    @classmethod
+    def from_columns(cls, offset: int, metadata: str | None, leader_epoch: int | None) -> OffsetAndMetadata:
+        """A stored committed offset (see :meth:`metadata_column`)."""
+        return cls(int(offset), json.loads(metadata) if metadata else "",
+                   None if leader_epoch is None else int(leader_epoch))
+
+
+#: the longest metadata string a committed offset may carry (Kafka's offset.metadata.max.bytes)
+MAX_OFFSET_METADATA = 4096
 
 
 @dataclass(frozen=True)
@@ -33,6 +79,10 @@ class TopicDescription:
     config: dict[str, int]
     topic_id: int
     created_ms: int
+    #: the latest schema version (``schema`` is it, with field ids in its fields' metadata)
+    schema_version: int = 1
+    #: every version, oldest first (txn_broker.topic_schemas.SchemaVersion)
+    schema_versions: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

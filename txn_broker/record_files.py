@@ -10,6 +10,11 @@ SchemaMismatchError naming the line (JSON Lines), the column and the value. The 
   non-nullable one);
 * CSV: an empty cell is null, in string and binary columns too; a quoted ``""`` stays an
   empty string. ``.tsv`` files are tab-separated; ``.gz`` files are decompressed;
+* a malformed file is InvalidInputError (exit 2 in the CLI) and nothing of it is sent: a JSON
+  Lines line longer than ``max_line_bytes`` (:data:`LINE_BYTES_PER_MESSAGE_BYTE` times the
+  topic's ``max.message.bytes``; read no further than that), JSON nested deeper than Python
+  can parse or with an integer of more than 4300 digits, a CSV header naming a column twice,
+  a corrupt ``.gz`` file;
 
 Encodings (documented in docs/cli.md):
 
@@ -26,8 +31,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +42,21 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from .config import Settings
 from .errors import InvalidInputError, SchemaMismatchError
 
 FORMATS = ("jsonl", "csv", "parquet")
 BINARY_ENCODINGS = ("base64", "utf8")
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "csv",
                ".parquet": "parquet", ".pq": "parquet"}
+#: a JSON Lines line may be this many times a topic's max.message.bytes (a record's JSON is
+#: larger than its stored size: base64 for binary values, escapes, names of the columns)
+LINE_BYTES_PER_MESSAGE_BYTE = 8
+#: the bound on a line when no topic's max.message.bytes is given
+DEFAULT_MAX_LINE_BYTES = LINE_BYTES_PER_MESSAGE_BYTE * Settings().max_message_bytes
+#: what reading a damaged file raises (a corrupt or truncated .gz: BadGzipFile, EOFError, zlib.error)
+#: (and a Parquet file damaged past its footer: an ArrowException while its pages are read)
+_READ_ERRORS = (OSError, EOFError, zlib.error, pa.ArrowException)
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
                       OverflowError)
 
@@ -76,14 +92,23 @@ class Source:
     chunk_rows: int = 20_000
     #: the CSV delimiter (a tab for ``.tsv`` files)
     delimiter: str = ","
+    #: the longest JSON Lines line read (longer: InvalidInputError)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
     def chunks(self) -> Iterator[tuple[pa.Table, int]]:
         """``(table of the topic's schema, bytes read so far)`` per chunk."""
         if self.format == "jsonl":
-            return _read_jsonl(self)
+            return self._readable(_read_jsonl(self))
         if self.format == "csv":
-            return _read_csv(self)
-        return _read_parquet(self)
+            return self._readable(_read_csv(self))
+        return self._readable(_read_parquet(self))
+
+    def _readable(self, chunks: Iterator[tuple[pa.Table, int]]) -> Iterator[tuple[pa.Table, int]]:
+        """``chunks`` with a damaged file's errors as InvalidInputError."""
+        try:
+            yield from chunks
+        except _READ_ERRORS as error:
+            raise InvalidInputError(f"cannot read {self.name}: {type(error).__name__}: {_short(error)}") from None
 
     def close(self) -> None:
         if self.stream is not _stdin():
@@ -96,11 +121,14 @@ def _stdin() -> IO[bytes]:
     return sys.stdin.buffer
 
 
-def open_source(path: str, fmt: str, schema: pa.Schema, binary_encoding: str = "base64") -> Source:
+def open_source(path: str, fmt: str, schema: pa.Schema, binary_encoding: str = "base64",
+                max_message_bytes: int | None = None) -> Source:
     """Open ``path`` (``-``: standard input) as ``fmt``. InvalidInputError if unreadable.
-    A ``.gz`` file is decompressed (its progress then has no known total)."""
+    A ``.gz`` file is decompressed (its progress then has no known total).
+    ``max_message_bytes``: the topic's, which bounds a JSON Lines line."""
+    max_line = LINE_BYTES_PER_MESSAGE_BYTE * max_message_bytes if max_message_bytes else DEFAULT_MAX_LINE_BYTES
     if path == "-":
-        return Source("<stdin>", fmt, schema, _stdin(), None, None, binary_encoding)
+        return Source("<stdin>", fmt, schema, _stdin(), None, None, binary_encoding, max_line_bytes=max_line)
     suffixes = [s.lower() for s in Path(path).suffixes]
     delimiter = "\t" if ".tsv" in suffixes else ","
     try:
@@ -114,19 +142,20 @@ def open_source(path: str, fmt: str, schema: pa.Schema, binary_encoding: str = "
             size = os.fstat(stream.fileno()).st_size
     except OSError as error:
         raise InvalidInputError(f"cannot read {path}: {error.strerror or error}") from None
-    return Source(path, fmt, schema, stream, size, None, binary_encoding, delimiter=delimiter)
+    return Source(path, fmt, schema, stream, size, None, binary_encoding, delimiter=delimiter,
+                  max_line_bytes=max_line)
 
 
 def read_records(path: str | os.PathLike[str], schema: pa.Schema, fmt: str | None = None,
-                 binary_encoding: str = "base64") -> pa.Table:
+                 binary_encoding: str = "base64", max_message_bytes: int | None = None) -> pa.Table:
     """The whole file as one table of exactly ``schema`` (the rules of this module).
     ``fmt``: ``jsonl``, ``csv`` or ``parquet``, else from the file name. Raises
-    InvalidInputError (unreadable, unknown format) or SchemaMismatchError."""
+    InvalidInputError (unreadable, malformed, unknown format) or SchemaMismatchError."""
     name = os.fspath(path)
     fmt = fmt or guess_format(name)
     if fmt not in FORMATS:
         raise InvalidInputError(f"cannot tell the format of {name}: give one of {', '.join(FORMATS)}")
-    source = open_source(name, fmt, schema, binary_encoding)
+    source = open_source(name, fmt, schema, binary_encoding, max_message_bytes)
     try:
         tables = [table for table, _ in source.chunks()]
     finally:
@@ -247,15 +276,25 @@ def _rows_to_table(rows: list[tuple[int, dict[str, Any]]], source: Source) -> pa
 def _read_jsonl(source: Source) -> Iterator[tuple[pa.Table, int]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     done = 0
-    for line_no, raw in enumerate(source.stream, start=1):
+    limit = source.max_line_bytes
+    for line_no in itertools.count(1):
+        raw = source.stream.readline(limit + 1)  # never more than the bound into memory
+        if not raw:
+            break
+        if len(raw) > limit:
+            raise InvalidInputError(
+                f"{source.name} line {line_no} is longer than {limit} bytes ({LINE_BYTES_PER_MESSAGE_BYTE} times "
+                "the topic's max.message.bytes): not a record this topic can hold")
         done += len(raw)
         text = raw.strip()
         if not text:
             continue
         try:
             obj = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError, an integer of > 4300 digits
             raise InvalidInputError(f"{source.name} line {line_no}: not valid JSON: {_short(error)}") from None
+        except RecursionError:
+            raise InvalidInputError(f"{source.name} line {line_no}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise SchemaMismatchError(
                 f"{source.name} line {line_no}: expected a JSON object, got {type(obj).__name__}")
@@ -307,6 +346,9 @@ def _read_csv(source: Source) -> Iterator[tuple[pa.Table, int]]:
         found = reader.schema.names  # a header that is not UTF-8 fails here (UnicodeDecodeError)
     except _CONVERSION_ERRORS as error:
         raise SchemaMismatchError(f"{source.name}: {_short(error)}") from None
+    twice = sorted({name for name in found if found.count(name) > 1})
+    if twice:
+        raise InvalidInputError(f"{source.name}: the CSV header names column(s) {twice} more than once")
     _check_columns(found, source, "CSV columns")
     for f in source.schema:
         if f.name in found and _is_nested(f.type):

@@ -1,6 +1,8 @@
 """Topic configs: every key a topic takes, its default, how its value is checked, and
 when a change takes effect. One table (:data:`TOPIC_CONFIGS`), read by topic creation,
-alteration, the CLI, the Kafka listener's CreateTopics and DescribeConfigs, and the docs.
+alteration, the CLI, the Kafka listener's CreateTopics and DescribeConfigs, and the docs;
+and Kafka's topic configs that mean nothing here, accepted and ignored
+(:data:`KAFKA_IGNORED_CONFIGS`).
 
 A value arrives as whatever the caller had (an int from Python, a string from the CLI or
 Kafka's protocol) and is stored normalised (ints as ints). A stored config lacking a key
@@ -111,6 +113,18 @@ def _compression(key: str, value: object) -> str:
     return str(value)
 
 
+#: Schema Registry's compatibility types (txn_broker.topic_schemas)
+COMPATIBILITY_MODES = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
+                       "FULL", "FULL_TRANSITIVE", "NONE")
+
+
+def _compatibility(key: str, value: object) -> str:
+    """One of Schema Registry's seven compatibility types, in any case."""
+    if isinstance(value, str) and value.strip().upper() in COMPATIBILITY_MODES:
+        return value.strip().upper()
+    raise InvalidConfigError(f"topic config {key}={value!r} must be one of {', '.join(COMPATIBILITY_MODES)}")
+
+
 # -- the table ----------------------------------------------------------------------------
 
 TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
@@ -125,6 +139,11 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("compression.type", "zstd", _compression,
                 "how new segments are compressed: uncompressed, lz4 or zstd",
                 legacy="uncompressed"),
+    TopicConfig("schema.compatibility", "BACKWARD", _compatibility,
+                "which schema changes alter_topic accepts beyond the structural rules, and which older "
+                "schema versions writers may still send in: BACKWARD, BACKWARD_TRANSITIVE, FORWARD, "
+                "FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE or NONE (docs/semantics.md, \"Schema evolution\")",
+                takes_effect="at once"),
     # compaction (txn_broker/compaction.py)
     TopicConfig("segment.bytes", lambda s: s.segment_bytes, positive,
                 "compaction merges a partition's small committed segments into segments of about this size",
@@ -142,6 +161,55 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
 )}
 
 
+#: Kafka's topic configs that have no meaning here, with Kafka's defaults: accepted (so that
+#: Kafka's tools and clients can set them: CreateTopics, AlterConfigs, ``create_topic``),
+#: stored as given, reported by DescribeConfigs as accepted and ignored, and acted on by
+#: nothing. The other Kafka topic configs are in :data:`TOPIC_CONFIGS` (retention.ms,
+#: retention.bytes, max.message.bytes, compression.type, segment.bytes,
+#: min.compaction.lag.ms). A name in neither table is not a Kafka topic config: refused.
+KAFKA_IGNORED_CONFIGS: dict[str, str] = {
+    "cleanup.policy": "delete",  # "compact" (keep the last record per key) is not done here
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
+    "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000",
+    "flush.messages": "9223372036854775807",
+    "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "",
+    "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "message.downconversion.enable": "true",
+    "message.format.version": "3.0-IV1",
+    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.difference.max.ms": "9223372036854775807",
+    "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.insync.replicas": "1",
+    "preallocate": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
+    "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0",
+    "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def _ignored(key: str, value: object) -> str:
+    """An accepted-and-ignored Kafka config's value, kept as Kafka's text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, str | int | float):
+        raise InvalidConfigError(f"topic config {key}={value!r} must be a string or a number")
+    return str(value)
+
+
 def validate_config(config: object, settings: Settings) -> dict[str, Any]:
     """A new topic's whole config: ``config`` checked key by key, every key not given at
     its default. InvalidConfigError for an unknown key or a bad value."""
@@ -155,10 +223,12 @@ def check_changes(config: object) -> dict[str, Any]:
         return {}
     if not isinstance(config, Mapping):
         raise InvalidConfigError(f"topic config must be a dict, got {type(config).__name__}")
-    unknown = sorted(set(map(str, config)) - set(TOPIC_CONFIGS))
+    unknown = sorted(set(map(str, config)) - set(TOPIC_CONFIGS) - set(KAFKA_IGNORED_CONFIGS))
     if unknown:
-        raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
-    return {str(key): TOPIC_CONFIGS[str(key)].parse(str(key), value) for key, value in config.items()}
+        raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)} "
+                                 "and Kafka's other topic configs (accepted and ignored)")
+    return {str(key): TOPIC_CONFIGS[str(key)].parse(str(key), value) if str(key) in TOPIC_CONFIGS
+            else _ignored(str(key), value) for key, value in config.items()}
 
 
 def defaults(settings: Settings) -> dict[str, Any]:

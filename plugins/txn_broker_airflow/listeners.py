@@ -97,6 +97,7 @@ class TxnBrokerFailureListener:
 
     @hookimpl
     def on_task_instance_failed(self, previous_state: Any, task_instance: Any, error: Any) -> None:
+        target: AbortTarget | None = None
         try:
             target = _transactional_target(task_instance)
             if target is None:
@@ -108,8 +109,16 @@ class TxnBrokerFailureListener:
             if outcome:
                 log.warning("task %s.%s failed with the transaction of %s open: %s", task_instance.dag_id,
                             task_instance.task_id, target.transactional_id, outcome)
-        except Exception:  # a listener must not break Airflow's failure handling
-            log.exception("txn_broker failure listener could not abort the task's transaction")
+        except Exception as failure:  # a listener must not break Airflow's failure handling
+            # one line with the cause: the task's own failure was logged with its traceback
+            # already, and a second traceback here would bury it
+            from txn_broker import redact
+
+            what = f"the transaction of {target.transactional_id}" if target else "the task's transaction"
+            timeout = " it stays open until its transaction timeout, or the next try's init aborts it;"
+            log.warning("txn_broker failure listener: task %s.%s: could not abort %s:%s %s: %s",
+                        getattr(task_instance, "dag_id", "?"), getattr(task_instance, "task_id", "?"), what,
+                        timeout, type(failure).__name__, redact(str(failure)).splitlines()[0] if str(failure) else "")
 
 
 failure_listener = TxnBrokerFailureListener()

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from txn_broker.spark import spark_session
-
 from .errors import StageDefinitionError
 from .loading import import_callable, load_file_module
 
@@ -130,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
                      json.loads(args.outputs), json.loads(args.kwargs), args.transaction_timeout_ms)
 
     import txn_broker
+    from txn_broker.spark import spark_session
 
     spark, _created = spark_session(spec.transactional_id)
     broker = txn_broker.connect()

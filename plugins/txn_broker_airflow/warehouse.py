@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import sqlalchemy as sa
 
 from txn_broker import mask_url
 
-from .errors import SinkOffsetConflictError, WarehouseTypeError
+from .errors import SinkOffsetConflictError, WarehouseTypeError, WarehouseUnavailableError, WarehouseURLError
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,10 @@ class Target:
     engine: sa.Engine
     description: str  # safe to log: no password
     fallback: bool  # True: the embedded SQLite warehouse, because nothing was configured
+    #: where the URL came from, for messages: "connection 'pg'", "warehouse_url", ...
+    source: str = "embedded default"
+    #: the URL's secrets (its password), to keep out of messages
+    secrets: tuple[str, ...] = ()
 
     @property
     def dialect(self) -> str:
@@ -51,11 +56,12 @@ def resolve_target(postgres_conn_id: str | None, warehouse_url: str | None) -> T
         from airflow.providers.postgres.hooks.postgres import PostgresHook
 
         url = PostgresHook(postgres_conn_id=postgres_conn_id).sqlalchemy_url
-        return Target(sa.create_engine(url, pool_pre_ping=True), f"connection {postgres_conn_id!r} "
-                      f"({mask_url(url)})", False)
+        source = f"connection {postgres_conn_id!r}"
+        return Target(_engine(url, source), f"{source} ({mask_url(url)})", False, source, _secrets(url))
+    source = "the task's warehouse_url" if warehouse_url else f"${WAREHOUSE_URL_ENV}"
     url_text = warehouse_url or os.environ.get(WAREHOUSE_URL_ENV)
     if url_text:
-        return Target(sa.create_engine(url_text, pool_pre_ping=True), mask_url(url_text), False)
+        return Target(_engine(url_text, source), mask_url(url_text), False, source, _secrets(url_text))
     from txn_broker import broker_home
 
     path = broker_home() / "warehouse.db"
@@ -63,9 +69,66 @@ def resolve_target(postgres_conn_id: str | None, warehouse_url: str | None) -> T
     return Target(sa.create_engine(f"sqlite:///{path}"), f"sqlite:///{path}", True)
 
 
-def sql_type(arrow_type: pa.DataType) -> sa.types.TypeEngine[Any]:
-    """The SQL column type that holds ``arrow_type``. Raises WarehouseTypeError."""
+def _secrets(url: str | sa.URL) -> tuple[str, ...]:
+    from txn_broker import url_secrets
+
+    return tuple(url_secrets(str(url) if isinstance(url, str) else url.render_as_string(hide_password=False)))
+
+
+def _engine(url: str | sa.URL, source: str) -> sa.Engine:
+    """An engine for ``url``; WarehouseURLError (password masked) when it is not one."""
+    try:
+        return sa.create_engine(url, pool_pre_ping=True)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
+        problem = "not an SQLAlchemy URL" if isinstance(error, sa.exc.ArgumentError) else (
+            f"no driver for it is installed ({type(error).__name__})")
+        raise WarehouseURLError(f"warehouse URL {mask_url(url)} from {source}: {problem}; expected e.g. "
+                                "postgresql+psycopg2://user:password@host/db") from None
+
+
+def open_sink(target: Target, table: str, schema: pa.Schema, db_schema: str | None = None,
+              create_table: bool = True) -> Sink:
+    """:class:`Sink` on ``target``: the first contact with the warehouse, so a database that
+    cannot be reached or refuses the login is a WarehouseUnavailableError naming where its
+    URL came from, password masked."""
+    from txn_broker import redact
+
+    try:
+        return Sink(target, table, schema, db_schema, create_table)
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+        cause = redact(str(error.orig if error.orig is not None else error).strip().splitlines()[0],
+                       list(target.secrets))
+        raise WarehouseUnavailableError(f"warehouse {target.description} (from {target.source}) cannot be used: "
+                                        f"{cause}") from None
+
+
+class ExactDecimalText(sa.types.TypeDecorator[Decimal]):
+    """A decimal kept exactly in SQLite, which has no decimal type (a ``NUMERIC`` column
+    stores REAL, a binary float): the value's text, at the column's scale (``"10.50"``),
+    read back as the same ``Decimal``. PostgreSQL columns stay ``numeric(p, s)``."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, scale: int) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+        if value is None:
+            return None
+        exact = value if isinstance(value, Decimal) else Decimal(str(value))
+        return str(exact.quantize(Decimal(1).scaleb(-self.scale))) if self.scale >= 0 else str(exact)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Decimal | None:
+        return None if value is None else Decimal(str(value))
+
+
+def sql_type(arrow_type: pa.DataType, dialect: str = "postgresql") -> sa.types.TypeEngine[Any]:
+    """The SQL column type that holds ``arrow_type`` in ``dialect``. Raises WarehouseTypeError."""
     t = arrow_type
+    if pa.types.is_decimal(t) and dialect == "sqlite":
+        return ExactDecimalText(t.scale)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return sa.Text()
     if pa.types.is_boolean(t):
@@ -101,8 +164,10 @@ def offsets_table(metadata: sa.MetaData) -> sa.Table:
     )
 
 
-def data_table(metadata: sa.MetaData, name: str, schema: pa.Schema, db_schema: str | None) -> sa.Table:
-    return sa.Table(name, metadata, *(sa.Column(f.name, sql_type(f.type)) for f in schema), schema=db_schema)
+def data_table(metadata: sa.MetaData, name: str, schema: pa.Schema, db_schema: str | None,
+               dialect: str = "postgresql") -> sa.Table:
+    return sa.Table(name, metadata, *(sa.Column(f.name, sql_type(f.type, dialect)) for f in schema),
+                    schema=db_schema)
 
 
 class Sink:
@@ -114,11 +179,16 @@ class Sink:
         metadata = sa.MetaData()
         self.offsets = offsets_table(metadata)
         if create_table:
-            self.table = data_table(metadata, table, schema, db_schema)
+            self.table = data_table(metadata, table, schema, db_schema, target.dialect)
             metadata.create_all(target.engine)
         else:
             offsets_table(sa.MetaData()).create(target.engine, checkfirst=True)
             self.table = sa.Table(table, metadata, schema=db_schema, autoload_with=target.engine)
+            if target.dialect == "sqlite":  # a decimal column made by create_table=True: TEXT
+                for f in schema:
+                    column = self.table.c.get(f.name)
+                    if pa.types.is_decimal(f.type) and column is not None and isinstance(column.type, sa.Text):
+                        column.type = ExactDecimalText(f.type.scale)
         self.columns = [c for c in schema.names if c in self.table.c]
 
     def next_offsets(self, group_id: str, topic: str) -> dict[int, int]:

@@ -72,10 +72,14 @@ class AirflowSite:
     def run_dags(self, dag_id: str, runs: int, *, backend_env: dict[str, str] | None = None,
                  broker_home: Path | None = None, extra_env: dict[str, str] | None = None,
                  conf: dict[str, Any] | None = None, logical_date: str | None = None,
-                 timeout: float = 300) -> list[DagResult]:
-        """``runs`` DAG runs of ``dag_id``, one after the other in one dag.test process.
-        Each result carries the whole process output."""
+                 timeout: float = 300, run_confs: list[dict[str, Any] | None] | None = None) -> list[DagResult]:
+        """``runs`` DAG runs of ``dag_id``, one after the other in one dag.test process
+        (``run_confs``: one run per conf, in order). Each result carries the whole process
+        output."""
         cmd = [sys.executable, str(RUNNER), str(self.dags / f"{dag_id}.py"), dag_id, "--runs", str(runs)]
+        if run_confs is not None:
+            cmd += ["--run-confs", json.dumps(run_confs)]
+            runs = len(run_confs)
         if conf is not None:
             cmd += ["--conf", json.dumps(conf)]
         if logical_date is not None:

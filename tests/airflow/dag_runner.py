@@ -4,12 +4,13 @@ The Airflow tests run every DAG in a fresh subprocess (this script), so Airflow'
 state (configuration, ORM session, plugins, the Spark JVM) never leaks between tests or
 into the rest of the suite.
 
-    python dag_runner.py DAG_FILE DAG_ID [--conf JSON] [--logical-date ISO] [--runs N]
+    python dag_runner.py DAG_FILE DAG_ID [--conf JSON] [--logical-date ISO] [--runs N] [--run-confs JSON]
 
 After each run, a line on stdout: ``DAG_RESULT {"state", "run_id", "tasks": {key:
 {"state", "try_number"}}, "xcom": {key: value}}``; key is ``task_id`` or
 ``task_id[map_index]``. ``--runs N`` runs the DAG N times one after the other in this
 process (new DAG runs; one Spark JVM when TXN_BROKER_SPARK_KEEP_SESSION is set).
+``--run-confs '[null, {...}]'``: one run per entry, each with its own conf (null: none).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conf", default=None)
     parser.add_argument("--logical-date", default=None)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--run-confs", default=None)
     args = parser.parse_args(argv)
     dag = load_dag(args.dag_file, args.dag_id)
     kwargs: dict[str, Any] = {}
@@ -75,7 +77,9 @@ def main(argv: list[str] | None = None) -> None:
         import pendulum
 
         kwargs["logical_date"] = pendulum.parse(args.logical_date)
-    for _ in range(args.runs):
+    confs = json.loads(args.run_confs) if args.run_confs else [kwargs.get("run_conf")] * args.runs
+    for conf in confs:
+        kwargs["run_conf"] = conf
         dr = dag.test(**kwargs)
         sys.stdout.flush()
         print("DAG_RESULT " + json.dumps(outcome(dr), default=str), flush=True)

@@ -38,6 +38,14 @@ def test_hook_uses_connection_extras(airflow_env, backend, monkeypatch) -> None:
         assert hook.get_conn() is broker  # cached
         assert broker.settings.max_transaction_timeout_ms == 120_000
         broker.create_topic("hooked", partitions=1)
+        # a topic changes through the hook: recorded as this connection's doing
+        import pyarrow as pa
+
+        altered = hook.alter_topic("hooked", partitions=2, schema=pa.schema(
+            [("key", pa.binary()), ("value", pa.binary()), ("headers", pa.map_(pa.string(), pa.binary())),
+             ("source", pa.string())]))
+        assert (len(altered.partitions), altered.schema_version) == (2, 2)
+        assert broker.topic_alterations("hooked")[0]["altered_by"] == "airflow:tb_test"
         ok, message = hook.test_connection()
         assert ok, message
         assert "1 topic(s)" in message and "connection 'tb_test'" in message

@@ -1,5 +1,6 @@
 """Credentials never reach XCom or the task logs: the operators run with passwords in their
-connections (the broker's database URL and S3 secret key in ``txn_broker`` extras, a
+connections (the broker's database URL, with its password as user-info or as a query
+parameter, and S3 secret key in ``txn_broker`` extras, a
 warehouse password in a Postgres connection), one task fails while connecting, and then
 every XCom value, the whole dag.test output and every log file are scanned for them."""
 
@@ -32,8 +33,9 @@ def test_no_password_in_xcom_or_logs(airflow_site, backend, pg_server, tmp_path)
             {"conn_type": "txn_broker", "extra": {"database_url": broker_url, **s3}}),
         # nothing listens on port 9 of localhost: the connect fails, with the password in hand
         "AIRFLOW_CONN_TXN_TEST_UNREACHABLE": json.dumps(
-            {"conn_type": "txn_broker", "extra": {"database_url": f"postgresql+psycopg2://{role}:{db_password}"
-                                                                  f"@127.0.0.1:9/{broker_db}", **s3}}),
+            # (the password as a query parameter: masked by the same rule as user-info)
+            {"conn_type": "txn_broker", "extra": {"database_url": f"postgresql+psycopg2://{role}@127.0.0.1:9/"
+                                                                  f"{broker_db}?password={db_password}", **s3}}),
         "AIRFLOW_CONN_TXN_TEST_WAREHOUSE": f"postgresql://{role}:{db_password}@{host}/{warehouse_db}",
     }
     csv = tmp_path / "orders.csv"

@@ -77,3 +77,34 @@ def test_racing_loads_write_once(target) -> None:  # type: ignore[no-untyped-def
 def test_unsupported_column_type_is_a_clear_error() -> None:
     with pytest.raises(WarehouseTypeError):
         sql_type(pa.list_(pa.int64()))
+
+
+def test_decimals_load_exactly(target) -> None:  # type: ignore[no-untyped-def]
+    """Issue 28, finding 9: the SQLite fallback stored numeric amounts as REAL, a binary
+    float; now as text at the column's scale, read back as the same Decimal (summed to the
+    cent). PostgreSQL stays numeric(p, s)."""
+    from decimal import Decimal
+
+    schema = pa.schema([("id", pa.int64()), ("amount", pa.decimal128(18, 2))])
+    amounts = [Decimal("0.10"), Decimal("0.20"), Decimal("1234567890123456.78"), Decimal("-5.05"), None]
+    table = pa.table({"id": list(range(len(amounts))), "amount": amounts}, schema=schema)
+    sink = Sink(target, "amounts", schema)
+    sink.write("g", "t", table, {0: None}, {0: len(amounts)})
+    with target.engine.connect() as conn:
+        back = conn.execute(sa.select(sink.table.c.amount).order_by(sink.table.c.id)).scalars().all()
+        stored = conn.execute(sa.text("SELECT amount FROM amounts WHERE id = 2")).scalar()
+    assert back == amounts and all(isinstance(a, Decimal) for a in back[:-1])
+    assert sum(a for a in back if a is not None) == Decimal("1234567890123452.03")
+    assert Decimal(str(stored)) == Decimal("1234567890123456.78")  # as stored, not via our type
+    if target.dialect == "postgresql":
+        with target.engine.connect() as conn:
+            kind = conn.execute(sa.text("SELECT data_type FROM information_schema.columns "
+                                        "WHERE table_name = 'amounts' AND column_name = 'amount'")).scalar()
+        assert kind == "numeric"
+    # a second load into the existing table (create_table=False) keeps them exact too
+    again = Sink(target, "amounts", schema, create_table=False)
+    again.write("g", "t", pa.table({"id": [9], "amount": [Decimal("0.01")]}, schema=schema), {0: len(amounts)},
+                {0: len(amounts) + 1})
+    with target.engine.connect() as conn:
+        total = conn.execute(sa.select(again.table.c.amount).where(again.table.c.id == 9)).scalar()
+    assert total == Decimal("0.01")

@@ -115,6 +115,7 @@ class ChaosRun:
         self.slots = [Slot(role, i) for role, n in config.clients.items() for i in range(n)]
         self.stop = threading.Event()
         self.fsck_problems: list[str] = []
+        self.compactor: threading.Thread | None = None
         self.fsck_warnings = 0
         self.until = float("inf")
         self.stop_file = self.out / "stop"
@@ -232,7 +233,16 @@ class ChaosRun:
         self.proxy_config({"error": 0.0, "slow": 0.0, "drop": 0.0, "lost_reply": 0.0})
 
     def nemesis_compact(self) -> None:
+        """Starts a compaction in the background (its processes take seconds to start on a
+        loaded machine; the other nemeses go on meanwhile); one at a time."""
+        if self.compactor is not None and self.compactor.is_alive():
+            return
         mode = self.rng.choice(["compact", "compact", "kill-before-swap", "kill-after-swap", "gc", "two"])
+        self.note("compact-" + mode)
+        self.compactor = threading.Thread(target=self.compact, args=(mode,), name="compactor", daemon=True)
+        self.compactor.start()
+
+    def compact(self, mode: str) -> None:
         env = self.env(faulty=False)
         if mode.startswith("kill"):
             env["TXN_BROKER_FAULTS"] = ("rewrite.before_swap" if mode == "kill-before-swap"
@@ -254,7 +264,8 @@ class ChaosRun:
                 # a database or storage fault of another nemesis: retriable, the next run does it
                 with (self.out / "compact.log").open("ab") as log:
                     log.write(err[-2000:])
-        self.note("compact-" + mode, codes=codes, report=(out or b"")[-300:].decode(errors="replace"))
+        self.nemesis_log.write({"type": "nemesis", "f": "compact-done", "mode": mode, "codes": codes,
+                                "report": (out or b"")[-300:].decode(errors="replace")})
 
     def proxy_config(self, config: dict[str, Any]) -> None:
         assert self.proxy_url
@@ -307,6 +318,8 @@ class ChaosRun:
             self.stop.set()
             self.stop_file.touch()
             nemesis.join(timeout=60)
+            if self.compactor is not None:
+                self.compactor.join(timeout=400)
             self.heal()
             self.wait_for_clients()
             self.recover()

@@ -68,3 +68,45 @@ def test_groups_list_describe_reset(backend):
     assert broker.committed_offsets("g1", [tp0, tp1]) == {tp0: 5, tp1: 3}
     txn.abort_transaction()
     txn.close()
+
+
+def test_reset_offsets_to_datetime(backend):
+    """``--to-datetime``: per partition, the first offset whose record is at or after the
+    time (Kafka's offsetsForTimes), found through the segments' max timestamps and then
+    inside the one segment; past the last record: the last stable offset (issue 28)."""
+    import time
+    from datetime import UTC, datetime
+
+    broker = backend.connect()
+    broker.create_topic("dated", partitions=2, schema=SCHEMA)
+    tp0, tp1 = TopicPartition("dated", 0), TopicPartition("dated", 1)
+    producer = broker.producer()
+    producer.send("dated", [{"v": i} for i in range(4)], partition=0)
+    producer.flush()  # one segment: offsets 0-3 before the cut
+    time.sleep(0.05)
+    producer.send("dated", [{"v": i} for i in range(3)], partition=1)  # offsets 0-2 of p1 before the cut
+    time.sleep(0.05)
+    cut = datetime.now(UTC)
+    time.sleep(0.05)
+    producer.send("dated", [{"v": i} for i in range(2)], partition=1)  # p1 offsets 3-4, same segment as 0-2
+    producer.send("dated", [{"v": i} for i in range(5)], partition=0)  # p0 offsets 4-8
+    producer.flush()
+    broker.commit_offsets("stage", {tp0: 9, tp1: 5})
+
+    iso = cut.isoformat().replace("+00:00", "Z")
+    assert broker.offsets_for_times([tp0, tp1], int(cut.timestamp() * 1000)) == {tp0: 4, tp1: 3}
+    dry = run_json(backend, "groups", "reset-offsets", "stage", "--topic", "dated", "--to-datetime", iso,
+                   "--dry-run")
+    assert [p["new_offset"] for p in dry["partitions"]] == [4, 3]
+    assert broker.committed_offsets("stage", [tp0, tp1]) == {tp0: 9, tp1: 5}
+    done = run(backend, "groups", "reset-offsets", "stage", "--topic", "dated", "--to-datetime", iso)
+    assert done.out.splitlines()[0] == "Reset group stage on topic dated:"
+    assert broker.committed_offsets("stage", [tp0, tp1]) == {tp0: 4, tp1: 3}
+    # before everything: the log start; after everything: the end
+    run(backend, "groups", "reset-offsets", "stage", "--topic", "dated", "--to-datetime", "2000-01-01")
+    assert broker.committed_offsets("stage", [tp0, tp1]) == {tp0: 0, tp1: 0}
+    run(backend, "groups", "reset-offsets", "stage", "--topic", "dated", "--to-datetime", "2999-01-01T00:00:00+02:00")
+    assert broker.committed_offsets("stage", [tp0, tp1]) == {tp0: 9, tp1: 5}
+    bad = run(backend, "groups", "reset-offsets", "stage", "--topic", "dated", "--to-datetime", "yesterday",
+              expect=2)
+    assert "not an ISO 8601 date or time: 'yesterday'" in bad.err

@@ -14,7 +14,8 @@ from txn_broker.topic_configs import TOPIC_CONFIGS
 pytestmark = pytest.mark.integration
 
 PARTITION_KEYS = {"partition", "log_start_offset", "high_watermark", "last_stable_offset", "segments", "size_bytes"}
-TOPIC_KEYS = {"name", "topic_id", "created_ms", "config", "schema", "partitions"}
+TOPIC_KEYS = {"name", "topic_id", "created_ms", "config", "schema", "schema_version", "schema_versions",
+              "partitions"}
 
 
 def test_topics_create_list_describe_delete(backend, tmp_path):
@@ -26,11 +27,15 @@ def test_topics_create_list_describe_delete(backend, tmp_path):
     defaults = {name: config.default_for(Settings()) for name, config in TOPIC_CONFIGS.items()}
     assert created["config"] == {**defaults, "retention.ms": 86400000, "retention.bytes": 1000000}
     assert defaults["max.message.bytes"] == 1048588 and defaults["compression.type"] == "zstd"
-    assert created["schema"] == {"fields": [
-        {"name": "order_id", "type": "string", "nullable": False},
-        {"name": "amount", "type": "double", "nullable": True},
-        {"name": "ts", "type": "timestamp[ms, tz=UTC]", "nullable": True},
+    assert defaults["schema.compatibility"] == "BACKWARD"
+    assert created["schema"] == {"fields": [  # field ids from 5 (docs/semantics.md, "Schema evolution")
+        {"name": "order_id", "type": "string", "nullable": False, "id": 5},
+        {"name": "amount", "type": "double", "nullable": True, "id": 6},
+        {"name": "ts", "type": "timestamp[ms, tz=UTC]", "nullable": True, "id": 7},
     ]}
+    assert created["schema_version"] == 1
+    assert [v["version"] for v in created["schema_versions"]] == [1]
+    assert created["schema_versions"][0]["fields"] == created["schema"]["fields"]
     assert [p["partition"] for p in created["partitions"]] == [0, 1, 2]
     assert all(set(p) == PARTITION_KEYS for p in created["partitions"])
 
@@ -93,3 +98,75 @@ def test_topics_errors(backend, tmp_path):
     assert broker.list_topics() == ["t"]  # nothing half-written
     assert broker.describe_topic("t").schema.equals(pa.schema(
         [("key", pa.binary()), ("value", pa.binary()), ("headers", pa.map_(pa.string(), pa.binary()))]))
+
+
+def test_topics_alter_round_trip(backend, tmp_path):
+    """A topic changed as a user changes it: a column added with a default, a rename by id
+    (text spec and an edited describe --json), more partitions, configs; versions listed."""
+    run(backend, "topics", "create", "orders", "--partitions", "2", "--schema", "id:int32 not null,name:string")
+    broker = backend.connect()
+    producer = broker.producer()
+    producer.send("orders", [{"id": 1, "name": "a"}])
+    producer.flush()
+    human = run(backend, "topics", "alter", "orders", "--schema",
+                'id:int64 not null,name:string,currency:string not null default "EUR"', "--by", "ci").out
+    assert human.splitlines() == ["Altered topic orders:",
+                                  "  schema version 1 -> 2: changed id from int32 to int64; "
+                                  "added currency string not null (id 7)"]
+    # rename name -> customer by its id, and grow partitions and change configs in the same alteration
+    done = run_json(backend, "topics", "alter", "orders", "--schema",
+                    'id:int64 not null,customer:string id 6,currency:string not null default "EUR"',
+                    "--partitions", "3", "--config", "retention.ms=60000", "schema.compatibility=full")
+    assert done == {"topic": "orders", "changed": True, "schema_version": 3, "partition_count": 3, "changes": {
+        "schema": {"from": 2, "to": 3, "changes": ["renamed name to customer (id 6)"]},
+        "partitions": {"from": 2, "to": 3},
+        "config": {"retention.ms": {"from": -1, "to": 60000},
+                   "schema.compatibility": {"from": "BACKWARD", "to": "FULL"}}}}
+    described = run_json(backend, "topics", "describe", "orders")
+    assert described["schema"]["fields"] == [
+        {"name": "id", "type": "int64", "nullable": False, "id": 5},
+        {"name": "customer", "type": "string", "nullable": True, "id": 6},
+        {"name": "currency", "type": "string", "nullable": False, "default": "EUR", "id": 7}]
+    assert [(v["version"], [f["name"] for f in v["fields"]]) for v in described["schema_versions"]] == [
+        (1, ["id", "name"]), (2, ["id", "name", "currency"]), (3, ["id", "customer", "currency"])]
+    assert described["schema_versions"][1]["created_by"] == "ci"
+    # describe --json, edited, is a --schema-file: rename customer -> buyer (same id), add a column
+    schema = described["schema"]
+    schema["fields"][1]["name"] = "buyer"
+    schema["fields"].append({"name": "note", "type": "string"})
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    assert run_json(backend, "topics", "alter", "orders", "--schema-file", str(tmp_path / "s.json"))[
+        "schema_version"] == 4
+    assert run_json(backend, "topics", "alter", "orders", "--schema-file", str(tmp_path / "s.json")) == {
+        "topic": "orders", "changed": False, "changes": {}, "schema_version": 4, "partition_count": 3}
+    text = run(backend, "topics", "describe", "orders").out
+    assert "Schema version  4" in " ".join(text.split("\n")) or "4" in text
+    versions = text[text.index("VERSION"):].splitlines()
+    assert versions[0].split()[:3] == ["VERSION", "CREATED", "BY"] and len(versions) >= 6
+    rows = backend.connect().consumer()
+    rows.subscribe(["orders"])
+    assert rows.poll(timeout_s=1).select(["id", "buyer", "currency", "note"]).to_pylist() == [
+        {"id": 1, "buyer": "a", "currency": "EUR", "note": None}]
+
+
+def test_topics_alter_errors_change_nothing(backend):
+    run(backend, "topics", "create", "t", "--partitions", "2", "--schema", "id:int64,name:string")
+    cases = [
+        (["--schema", "id:int99"], "unknown type 'int99'"),
+        (["--schema", "id:int32,name:string"], "'id' changes type from int64 to int32"),
+        (["--schema", "id:int64,name:string,n:int64 not null"], "'n' is required"),
+        (["--schema", "id:int64,name:string id 99"], "field id 99"),
+        (["--schema", "id:int64,name:string default [1"], "JSON literal"),
+        (["--partitions", "1"], "partitions can only be added"),
+        (["--config", "retention.hours=1"], "retention.hours"),
+        (["--config", "schema.compatibility=SOMETIMES"], "schema.compatibility"),
+        ([], "needs --schema"),
+    ]
+    for args, expected in cases:
+        line = error_line(run(backend, "topics", "alter", "t", *args, expect=2))
+        assert expected in line, (args, line)
+    assert error_line(run(backend, "topics", "alter", "nope", "--partitions", "3", expect=2)).startswith(
+        "error: unknown topic")
+    described = run_json(backend, "topics", "describe", "t")
+    assert (described["schema_version"], len(described["partitions"])) == (1, 2)
+    assert backend.connect().topic_alterations("t") == []

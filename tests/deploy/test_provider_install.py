@@ -260,6 +260,9 @@ def test_provider_info_is_valid_for_the_installed_airflow() -> None:
 #: run by the virtualenv's Python: what Airflow registered, from Airflow's own managers
 INSPECT = r"""
 import json, sys
+import txn_broker_airflow as top  # first: what the package alone loads
+lazy = sorted(m for m in sys.modules if m.startswith(("txn_broker_airflow.", "pyspark", "airflow")))
+top_level = {name: getattr(top, name).__module__ for name in top.__all__ if name != "__version__"}
 from pathlib import Path
 from airflow import plugins_manager
 from airflow.listeners.listener import get_listener_manager
@@ -292,6 +295,8 @@ except Exception as error:
     bad_asset = type(error).__name__
 print(json.dumps({
     "files": [txn_broker.__file__, txn_broker_airflow.__file__],
+    "loaded_by_package": lazy,
+    "top_level": top_level,
     "sys_path": sys.path,
     "plugins": plugins,
     "import_errors": plugins_manager.get_import_errors(),
@@ -356,6 +361,14 @@ def check_wheel_and_registration(site: Site) -> None:
     assert not [p for p in seen["sys_path"]  # type: ignore[union-attr]
                 if p.startswith(str(REPO)) and not p.startswith(site_packages)], seen["sys_path"]
     assert seen["plugins"] == [PLUGIN] and seen["import_errors"] == {}
+    # DAG files import from the package itself (docs/first-pipeline.md); importing it loads
+    # none of its submodules and no Spark until a name is used
+    assert seen["loaded_by_package"] == [], seen["loaded_by_package"]
+    top_level = seen["top_level"]
+    assert isinstance(top_level, dict)
+    for name in ("TxnBrokerHook", "ProduceToTopicOperator", "TransactionalSparkOperator", "TopicToPostgresOperator",
+                 "TopicRecordsSensor", "TransactionTimeoutSensor", "TopicRecordsTrigger", "TopicSpec"):
+        assert top_level.get(name, "").startswith(("txn_broker_airflow.", "txn_broker.")), (name, top_level)
     assert seen["hook"] == [["txn_broker_airflow.hooks.txn_broker.TxnBrokerHook", "txn-broker"]], seen["hook"]
     assert seen["listeners"] == ["TxnBrokerFailureListener"] and seen["failed_hookimpls"] == 1
     assert {"extra__txn_broker__database_url", "extra__txn_broker__storage_url",

@@ -157,3 +157,85 @@ def test_import_txn_broker_does_not_import_pyiceberg(backend):
     env = {**os.environ, **backend.env}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_retention_expires_whole_files_below_the_log_start(backend):
+    """gc truncates the topic (retention.bytes); the next publish removes the data files
+    whose records all lie below their partition's log start, in one snapshot that keeps
+    the offsets; what the topic still has stays in the table."""
+    broker = backend.connect()
+    create(broker, **{"retention.bytes": "1"})
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for round_ in range(3):  # three publishes: three files per partition
+        for amount in (1, 2):
+            transfer(bank, amount + 10 * round_)
+        broker.publish_iceberg()
+    table = broker.iceberg_table(TOPIC)
+    before = table.current_snapshot()
+    assert len(list(table.scan().plan_files())) == 6
+    truncated = broker.gc(delete_delay_ms=0)
+    assert truncated.retention_segments > 0
+    starts = {tp.partition: o for tp, o in broker.beginning_offsets([(TOPIC, 0), (TOPIC, 1)]).items()}
+    assert all(start > 0 for start in starts.values())
+    result = broker.publish_iceberg()[0]
+    assert result.expired_files > 0 and result.rows == 0
+    table = table.refresh()
+    expiry = table.current_snapshot()
+    assert expiry.parent_snapshot_id == before.snapshot_id
+    assert expiry.summary.additional_properties["txn-broker.offsets"] == \
+        before.summary.additional_properties["txn-broker.offsets"]
+    rows = table_rows(table)
+    kept = set(rows)
+    assert set(committed_rows(broker)) <= kept  # everything the topic still has
+    for task in table.scan().plan_files():  # and no file wholly below its partition's log start
+        partition = task.file.partition[0]
+        offsets = [r[1] for r in rows if r[0] == partition]
+        assert max(offsets) >= starts[partition]
+    assert broker.publish_iceberg()[0].expired_files == 0  # nothing more to expire
+    assert broker.fsck().ok
+    broker.close()
+
+
+def test_fsck_checks_the_table_against_the_topic(backend):
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    transfer(bank, 1)
+    broker.publish_iceberg()
+    assert broker.fsck().ok
+    [data_file] = [o.key for o in broker._store.list("iceberg/") if o.key.endswith(".parquet")][:1]
+    broker._store.delete([data_file])
+    report = broker.fsck()
+    assert not report.ok
+    assert [f.kind for f in report.problems] == ["iceberg_missing_file"]
+    assert data_file in report.problems[0].message
+    broker.close()
+
+
+def test_small_files_are_rewritten_by_replace_snapshots(backend):
+    """Publishing after every transfer leaves a small file per partition per publish; once
+    a partition has enough of them, a replace snapshot swaps them for one file holding the
+    same rows, and every snapshot still balances."""
+    from txn_broker.iceberg.small_files import MIN_INPUTS
+
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for amount in range(1, MIN_INPUTS + 1):
+        transfer(bank, amount)
+        if amount == 3:
+            transfer(bank, 99, abort=True)  # a gap in the offsets between two files
+        result = broker.publish_iceberg()[0]
+    assert result.rewritten_groups == 2  # one group per partition, on the last publish
+    table = broker.iceberg_table(TOPIC)
+    assert len(list(table.scan().plan_files())) == 2  # one file per partition
+    rewrites = [s.summary.additional_properties.get("txn-broker.rewrite") for s in table.snapshots()]
+    assert rewrites.count("replace") == 2 and rewrites[-1] == "replace"
+    replaced = table.current_snapshot().summary.additional_properties["txn-broker.offsets"]
+    assert replaced == table.snapshots()[-3].summary.additional_properties["txn-broker.offsets"]
+    assert table_rows(table) == committed_rows(broker)
+    check_history(table)
+    broker.close()

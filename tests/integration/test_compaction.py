@@ -107,6 +107,11 @@ def test_compaction_keeps_every_committed_record_and_drops_aborted_ones(backend)
 
     # compacting again changes nothing: one segment per partition, nothing to merge
     assert broker.compact().segments_written == 0
+    # the last transaction keeps its entries (offsets, counts, markers), its segments gone
+    described_txn = broker.describe_transaction("w")
+    assert [(p.partition, p.first_offset, p.marker) for p in described_txn.partitions] == [
+        (0, 33, "ABORT"), (1, 33, "ABORT")]  # transaction 11 was aborted
+    assert described_txn.segments == []
 
 
 def test_new_segments_merge_with_a_compacted_one_and_gaps_stay_gaps(backend):
@@ -322,3 +327,32 @@ def test_the_semantics_page_example_runs(tmp_path):
     script.write_text(block)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_consistent_cut_still_sees_the_transactions_a_compacted_segment_holds(backend):
+    """The Spark source's atomic end and the Iceberg publisher's snapshots lower an end to
+    a transaction's first offset and then look for the transactions past it: in a
+    compacted segment they are found by their partition entries."""
+    from txn_broker.log.cut import atomic_ends
+
+    broker = backend.connect()
+    broker.create_topic("cut", partitions=3, config=CONFIG)
+    rec = [{"key": None, "value": b"r", "headers": None}]
+    hanging = broker.producer(transactional_id="open")
+    hanging.init_transactions()
+    hanging.begin_transaction()
+    hanging.send("cut", rec, partition=0)
+    hanging.flush()  # holds partition 0's last stable offset at 0
+    writer = broker.producer(transactional_id="legs")
+    writer.init_transactions()
+    for legs in ((0, 1), (1, 2), (1,), (1,)):  # T: partitions 0 and 1; T2: 1 and 2; then more of 1
+        with writer.transaction():
+            for p in legs:
+                writer.send("cut", rec * 2, partition=p)
+    assert broker.compact(["cut"]).segments_written == 1  # partition 1's four segments
+    topic_id = broker._topics.get("cut").topic_id
+    ranges = {(topic_id, 0): (0, 0), (topic_id, 1): (0, 8), (topic_id, 2): (0, 2)}
+    ends = broker._db.read(lambda tx: atomic_ends(tx, ranges))
+    # T leaves partition 1 (its end lowered to 0), so T2 must leave partition 2 too
+    assert ends == {(topic_id, 0): 0, (topic_id, 1): 0, (topic_id, 2): 0}
+    hanging.abort_transaction()

@@ -16,6 +16,7 @@ from txn_broker.errors import (
     IllegalStateError,
     InvalidPidMappingError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     ProducerFencedError,
 )
 from txn_broker.faults import LostReply, set_fault_hook
@@ -307,3 +308,50 @@ def test_a_newer_instance_between_the_expiry_error_and_the_recovery_fences(backe
     with newer.transaction():
         newer.send("t", rows(1, "n"), partition=0)
     assert read_keys(broker, "t") == ["n0", "o0"]
+
+
+def _move_sequences_back(broker, producer_id):
+    """The broker's last sequence of the producer moves back behind what the producer had
+    acknowledged: the producer's next append leaves a gap, refused as out of order."""
+    broker._db.run(lambda tx: tx.raw("UPDATE producer_state SET last_sequence = last_sequence - 3 "
+                                     "WHERE producer_id = :pid", pid=producer_id))
+
+
+def test_a_refused_sequence_makes_the_transaction_abortable_then_bumps_the_epoch(backend):
+    """Kafka's TransactionManagerTest.testDisallowCommitOnProduceFailure: an append refused
+    with OutOfOrderSequenceError dooms the transaction, not the transactional producer; the
+    abort gives it a new epoch and the next transaction commits."""
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="seq")
+    producer.init_transactions()
+    with producer.transaction():
+        producer.send("t", rows(1, "before"), partition=0)
+    pid, epoch = producer.producer_id, producer.epoch
+    _move_sequences_back(broker, pid)
+
+    producer.begin_transaction()
+    producer.send("t", rows(1, "refused"), partition=0)
+    with pytest.raises(OutOfOrderSequenceError) as raised:
+        producer.commit_transaction()
+    assert raised.value.abortable and not raised.value.fatal and raised.value.handling == "abort"
+    assert producer.state == ProducerState.ABORTABLE_ERROR
+    with pytest.raises(InvalidTxnStateError, match="abort_transaction"):
+        producer.commit_transaction()
+    producer.abort_transaction()
+    assert producer.state == ProducerState.READY
+    assert (producer.producer_id, producer.epoch) == (pid, epoch + 1)
+
+    with producer.transaction():
+        producer.send("t", rows(2, "after"), partition=0)
+    assert read_keys(broker, "t") == ["after0", "after1", "before0"]
+
+    # an idempotent producer has no transaction to abort: the error stays fatal for it
+    idempotent = broker.producer()
+    idempotent.send("t", rows(1, "i"), partition=0)
+    idempotent.flush()
+    _move_sequences_back(broker, idempotent.producer_id)
+    idempotent.send("t", rows(1, "j"), partition=0)
+    with pytest.raises(OutOfOrderSequenceError) as raised:
+        idempotent.flush()
+    assert raised.value.fatal and idempotent.state == ProducerState.FATAL_ERROR

@@ -8,11 +8,13 @@ import time
 import pyarrow as pa
 import pytest
 
-from txn_broker import TopicPartition
+from txn_broker import OffsetAndMetadata, TopicPartition
 from txn_broker.errors import (
     InvalidPidMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
+    OffsetMetadataTooLargeError,
+    OffsetOutOfRangeError,
     ProducerFencedError,
     UnknownGroupError,
     UnknownTransactionalIdError,
@@ -766,3 +768,36 @@ def test_crash_between_fence_and_abort_of_a_sweep(backend):
     assert [a.action for a in broker.complete_prepared_transactions()] == ["completed abort"]
     assert broker.describe_transaction("t").state == "CompleteAbort"
     assert read(broker, ["out"]) == []
+
+
+def test_committed_offsets_carry_metadata_and_leader_epoch(backend):
+    """Offsets committed with OffsetAndMetadata, in a transaction or outside one, keep their
+    metadata string and leader epoch (Kafka's OffsetAndMetadata); plain ints still work and
+    ``committed_offsets`` still answers ints."""
+    broker = backend.connect()
+    broker.create_topic("t", partitions=2, schema=SCHEMA)
+    seed = broker.producer()
+    seed.send("t", rows(4), partition=0)
+    seed.flush()
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    broker.commit_offsets("g", {tp0: OffsetAndMetadata(3, "after row 2", 7), tp1: 0})
+    assert broker.committed_metadata("g", [tp0, tp1]) == {tp0: OffsetAndMetadata(3, "after row 2", 7),
+                                                          tp1: OffsetAndMetadata(0, "", None)}
+    assert broker.committed_offsets("g", [tp0, tp1]) == {tp0: 3, tp1: 0}
+    with pytest.raises(OffsetMetadataTooLargeError):
+        broker.commit_offsets("g", {tp0: OffsetAndMetadata(4, "x" * 5000)})
+    with pytest.raises(OffsetOutOfRangeError):  # the Python API still checks the log's bounds
+        broker.commit_offsets("g", {tp0: OffsetAndMetadata(99, "past the end")})
+    assert broker.committed_metadata("g", [tp0])[tp0] == OffsetAndMetadata(3, "after row 2", 7)
+
+    producer = broker.producer(transactional_id="meta")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({tp0: OffsetAndMetadata(4, "in a transaction", 1)}, "g")
+    producer.commit_transaction()
+    consumer = broker.consumer(group_id="g")
+    assert consumer.committed_metadata([tp0]) == {tp0: OffsetAndMetadata(4, "in a transaction", 1)}
+    assert consumer.committed([tp0]) == {tp0: 4}
+    consumer.commit({tp1: OffsetAndMetadata(0, "from the consumer")})
+    assert broker.committed_metadata("g", [tp1])[tp1] == OffsetAndMetadata(0, "from the consumer", None)
+    consumer.close()

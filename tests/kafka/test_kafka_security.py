@@ -106,6 +106,58 @@ def test_unauthenticated_requests_close_the_connection(backend, tmp_path):
         listener.stop()
 
 
+def _frame(s: socket.socket) -> bytes:
+    size = struct.unpack(">i", _exactly(s, 4))[0]
+    return _exactly(s, size)
+
+
+def _exactly(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        assert chunk, "connection closed"
+        out += chunk
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sasl_handshake_v0_with_bare_tokens(backend, tmp_path):
+    """Kafka advertises SaslHandshake 0-1; librdkafka up to 2.0 (Debian's kcat 1.7.1) does
+    not authenticate without v0. After a v0 handshake the token travels bare (KIP-43)."""
+    users = tmp_path / "users"
+    users.write_text("alice:alice-secret\n")
+    listener = Listener(backend.env, tmp_path / "serve.log", "--sasl-users", str(users))
+    try:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as s:
+            def request(key: int, version: int, correlation: int, body: bytes) -> bytes:
+                head = struct.pack(">hhih", key, version, correlation, -1)
+                s.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
+                response = _frame(s)
+                assert struct.unpack(">i", response[:4])[0] == correlation
+                return response[4:]
+
+            versions = request(18, 0, 1, b"")  # ApiVersions v0: error, [key, min, max]
+            count = struct.unpack(">i", versions[2:6])[0]
+            keys = {k: (lo, hi) for k, lo, hi in struct.iter_unpack(">hhh", versions[6:6 + 6 * count])}
+            assert keys[17] == (0, 1)
+            handshake = request(17, 0, 2, struct.pack(">h", 5) + b"PLAIN")
+            assert struct.unpack(">h", handshake[:2])[0] == 0
+            token = b"\0alice\0alice-secret"
+            s.sendall(struct.pack(">i", len(token)) + token)  # bare: no request header
+            assert _frame(s) == b""  # PLAIN's empty challenge, bare too
+            metadata = request(3, 1, 3, struct.pack(">i", -1))  # authenticated: answered
+            assert struct.unpack(">i", metadata[:4])[0] == 1  # one broker
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as s:
+            head = struct.pack(">hhih", 17, 0, 1, -1) + struct.pack(">h", 5) + b"PLAIN"
+            s.sendall(struct.pack(">i", len(head)) + head)
+            _frame(s)
+            token = b"\0alice\0wrong-secret"
+            s.sendall(struct.pack(">i", len(token)) + token)
+            assert s.recv(100) == b""  # a wrong password closes the connection
+    finally:
+        listener.stop()
+
+
 def test_listen_rule():
     assert parse_listen("127.0.0.1:9092") == ("127.0.0.1", 9092)
     assert parse_listen("[::1]:0") == ("::1", 0)

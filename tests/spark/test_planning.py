@@ -85,3 +85,23 @@ def test_splits_cover_every_visible_record_once(broker) -> None:  # type: ignore
     assert count_visible(broker, ranges) == {"t": 200}
     uncommitted = resolve_offsets(broker, "t", isolation_level="read_uncommitted")
     assert count_visible(broker, uncommitted) == {"t": 210}
+
+
+def test_a_compacted_segment_is_planned_with_its_records(broker) -> None:  # type: ignore[no-untyped-def]
+    broker.create_topic("c", partitions=1, schema=SCHEMA, config={"min.compaction.lag.ms": 0})
+    producer = broker.producer(transactional_id="compacted")
+    producer.init_transactions()
+    for t in range(8):
+        producer.begin_transaction()
+        producer.send("c", [{"id": t * 10 + i} for i in range(10)], partition=0)
+        producer.flush()
+        producer.abort_transaction() if t % 4 == 3 else producer.commit_transaction()
+    producer.close()
+    assert broker.compact().segments_written == 1
+    ranges = resolve_offsets(broker, "c")
+    (whole,) = plan_splits(broker, ranges, max_bytes=2**40)
+    (segment,) = whole.segments
+    assert (segment.start, segment.end, segment.row_count, segment.records) == (0, 80, 60, 60)
+    assert count_visible(broker, ranges) == {"c": 60}  # exact for whole segments
+    halves = plan_splits(broker, ranges, max_bytes=2**40, min_partitions=2)
+    assert [(s.start, s.end) for s in halves] == [(0, 40), (40, 80)]

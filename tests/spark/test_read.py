@@ -284,3 +284,44 @@ def test_storage_settings_travel_in_the_options_and_stay_out_of_plans(spark, bac
                 assert secret not in text and token not in text
     finally:
         other.close()
+
+
+def test_a_read_sees_new_partitions_and_old_versions_under_the_latest(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    """After alter_topic (a widened and a renamed column, one added, more partitions) a
+    read plans the new partitions and reads the old segments under the latest version."""
+    from txn_broker import field_id, with_field_id
+
+    broker.create_topic("evolving", partitions=2, schema=pa.schema([("id", pa.int32()), ("name", pa.string())]))
+    producer = broker.producer()
+    producer.send("evolving", [{"id": i, "name": f"n{i}"} for i in range(4)], partition=0)
+    producer.flush()
+    name = broker.describe_topic("evolving").schema.field("name")
+    broker.alter_topic("evolving", partitions=3, schema=pa.schema([
+        pa.field("id", pa.int64()), with_field_id(pa.field("label", pa.string()), field_id(name)),
+        pa.field("note", pa.string())]))
+    producer.send("evolving", [{"id": 10, "label": "x", "note": "new"}], partition=2)
+    producer.flush()
+    df = reader(spark, broker, "evolving").load()
+    assert df.columns == ["_topic", "_partition", "_offset", "_timestamp", "id", "label", "note"]
+    got = sorted(tuple(r) for r in df.select("_partition", "id", "label", "note").collect())
+    assert got == [(0, i, f"n{i}", None) for i in range(4)] + [(2, 10, "x", "new")]
+
+
+def test_a_compacted_topic_reads_the_same(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    """After compaction (aborted records dropped, their offsets gaps inside one segment),
+    Spark reads what the consumer reads, split by records or not."""
+    broker.create_topic("compacted", partitions=2, schema=SCHEMA, config={"min.compaction.lag.ms": 0})
+    produce(broker, "compacted", rows(0, 40), key="name", per_transaction=5)
+    aborted = broker.producer(transactional_id="test.compacted.aborted")
+    aborted.init_transactions()
+    aborted.begin_transaction()
+    aborted.send("compacted", rows(1000, 1010), key="name")
+    aborted.flush()
+    aborted.abort_transaction()
+    produce(broker, "compacted", rows(40, 60), key="name", per_transaction=5)
+    expected = as_sorted(consume_all(broker, "compacted"))
+    assert broker.compact().segments_written == 2
+    assert as_sorted(consume_all(broker, "compacted")) == expected
+    assert spark_rows(reader(spark, broker, "compacted").load()) == expected
+    split = reader(spark, broker, "compacted", maxRecordsPerPartition="7", minPartitions="6").load()
+    assert spark_rows(split) == expected and split.rdd.getNumPartitions() >= 6

@@ -165,7 +165,8 @@ def test_driver_crash_then_rerun_is_exactly_once(spark, broker, backend, tmp_pat
     assert stage.summary.producer_epoch == txn.producer_epoch
 
 
-def test_stage_commits_offsets_with_its_output_and_a_failed_stage_moves_nothing(spark, broker) -> None:  # type: ignore[no-untyped-def]
+def test_stage_commits_offsets_with_its_output_and_a_failed_stage_moves_nothing(spark, broker, caplog) -> None:  # type: ignore[no-untyped-def]
+    caplog.set_level("INFO", logger="txn_broker.spark.stage")
     prepare(broker, "st_in", "st_out", 300)
 
     def copy(stage) -> None:  # type: ignore[no-untyped-def]
@@ -185,6 +186,14 @@ def test_stage_commits_offsets_with_its_output_and_a_failed_stage_moves_nothing(
             copy(failed)
             raise RuntimeError("transform exploded")
     assert failed.summary.outcome == "aborted"
+    # the abort's log line says what the attempt wrote before it failed, and that it was
+    # aborted (issue 28: it used to say "0 record(s) in, 0 out")
+    assert failed.summary.records_in == 50 and failed.summary.records_out_by_topic == {"st_out": 50}
+    written = failed.summary.bytes_out_by_topic["st_out"]
+    assert written > 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stage st.copy: aborted")]
+    assert lines == [f"stage st.copy: aborted, 50 record(s) in, 50 out (written: st_out: 50 record(s), "
+                     f"{written:,} bytes; aborted: none of it is visible)"], lines
     assert broker.committed_offsets("st", ends) == ends  # did not move
     assert output_ns(broker, "st_out") == list(range(300))
 

@@ -152,6 +152,12 @@ def test_topics_groups_and_task_instances(backend) -> None:  # type: ignore[no-u
         assert holder["partitions"] == [{"partition": 0, "first_offset": first_open,
                                          "last_offset": first_open + 2, "record_count": 3}]
         assert [f["name"] for f in topic["schema"]] == ["order_id", "amount"]
+        broker.alter_topic("orders", schema=pa.schema([*SCHEMA, ("note", pa.string())]), by="deploy")
+        versions = views.topic_detail(broker, "orders")["schema_versions"]  # newest first, with who
+        assert [(v["version"], v["created_by"], v["columns"][-1]) for v in versions] == [
+            (2, "deploy", "note string"), (1, versions[1]["created_by"], "amount double")]
+        assert views.topic_detail(broker, "orders")["schema"][-1] == {
+            "name": "note", "type": "string", "nullable": True, "id": 7}
         [listed] = views.list_topics(broker)["topics"]
         assert (listed["name"], listed["lso_lag"], listed["held_partitions"]) == ("orders", p0["lso_lag"], 1)
 

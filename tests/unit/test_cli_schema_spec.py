@@ -72,7 +72,8 @@ def test_json_schema_round_trip():
     ({"fields": []}, "expected"),
     ({"fields": [{"name": "a"}]}, "needs a string \"name\" and a string \"type\""),
     ({"fields": [{"name": "a", "type": "int64", "nullable": "no"}]}, "must be true or false"),
-    ({"fields": [{"name": "a", "type": "int64", "default": 1}]}, "unknown key(s) ['default']"),
+    ({"fields": [{"name": "a", "type": "int64", "comment": 1}]}, "unknown key(s) ['comment']"),
+    ({"fields": [{"name": "a", "type": "int64", "id": 0}]}, "must be a positive integer"),
     ({"fields": [{"name": "a", "type": "int65"}]}, "field 'a'"),
 ])
 def test_bad_json_schemas(document, message):

@@ -87,6 +87,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def iso_datetime_ms(text: str) -> int:
+    """argparse type: an ISO 8601 date or time, as epoch milliseconds (no offset: UTC)."""
+    from .. import to_timestamp_ms
+    from ..errors import InvalidInputError
+
+    try:
+        return to_timestamp_ms(text)
+    except InvalidInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def plain(value: Any) -> Any:
     """A dataclass, named tuple or container as JSON-able values."""
     import dataclasses

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import GroupDescription, TopicPartition
 from ..errors import OffsetOutOfRangeError
-from .common import Context, non_negative_int
+from .common import Context, iso_datetime_ms, non_negative_int
 from .output import iso_ms
 
 
@@ -36,6 +36,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     target.add_argument("--to-earliest", action="store_true", help="the log start offset")
     target.add_argument("--to-latest", action="store_true", help="the last stable offset")
     target.add_argument("--to-offset", type=non_negative_int, metavar="N", help="offset N on every partition")
+    target.add_argument("--to-datetime", type=iso_datetime_ms, metavar="ISO",
+                        help="the first offset whose record is at or after this time (ISO 8601, e.g. "
+                             "2026-01-31T00:00:00Z; no offset means UTC): reprocess from there")
     reset.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing")
     reset.set_defaults(handler=reset_offsets)
 
@@ -86,8 +89,11 @@ def reset_offsets(ctx: Context, args: argparse.Namespace) -> int:
     tps = [TopicPartition(topic.name, p.partition) for p in topic.partitions]
     before = broker.committed_offsets(args.group, tps)
     new: dict[TopicPartition, int] = {}
+    at_time = broker.offsets_for_times(tps, args.to_datetime) if args.to_datetime is not None else {}
     for p, tp in zip(topic.partitions, tps, strict=True):
-        if args.to_earliest:
+        if tp in at_time:
+            new[tp] = at_time[tp]
+        elif args.to_earliest:
             new[tp] = p.log_start_offset
         elif args.to_latest:
             new[tp] = p.last_stable_offset

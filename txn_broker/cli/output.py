@@ -12,6 +12,7 @@ import decimal
 import json
 import sys
 import time
+import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -64,13 +65,37 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+#: characters a terminal would act on rather than show: controls (C0, DEL, C1), format
+#: characters (bidirectional overrides, zero-width ones), line and paragraph separators and
+#: lone surrogates
+UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_SHORT_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def escape_text(text: str) -> str:
+    """``text`` with every character a terminal would act on written as an escape
+    (``\\n``, ``\\x1b``, ``\\u202e``), so that what is printed is what is there."""
+    if text.isprintable():  # the common case, fast (every unprintable category is not printable)
+        return text
+    out = []
+    for ch in text:
+        if unicodedata.category(ch) in UNPRINTABLE_CATEGORIES:
+            code = ord(ch)
+            out.append(_SHORT_ESCAPES.get(ch) or (f"\\x{code:02x}" if code < 0x100 else
+                                                  f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def cell(value: Any) -> str:
-    """A value as table text: ``-`` for none, ``yes``/``no`` for booleans."""
+    """A value as table text: ``-`` for none, ``yes``/``no`` for booleans; characters a
+    terminal would act on escaped."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return escape_text(str(value))
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 60) -> str:
@@ -81,7 +106,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_w
     for row in rows:
         cells = []
         for value in row:
-            s = cell(value).replace("\n", " ")
+            s = cell(value)
             cells.append(s if len(s) <= max_width else s[: max_width - 1] + "…")
         text_rows.append(cells)
     widths = [len(h) for h in headers]
@@ -94,7 +119,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_w
         parts = [s.rjust(w) if num else s.ljust(w) for s, w, num in zip(cells, widths, numeric, strict=True)]
         return "  ".join(parts).rstrip()
 
-    return "\n".join([line(list(headers)), *(line(c) for c in text_rows)])
+    return "\n".join([line([escape_text(h) for h in headers]), *(line(c) for c in text_rows)])
 
 
 class Output:

@@ -46,11 +46,14 @@ def produce_file(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"cannot tell the format of {args.file!r} from its name: give --format "
                          f"({', '.join(RECORD_FORMATS)})")
     broker = ctx.broker
-    schema = broker.describe_topic(args.topic).schema
+    topic = broker.describe_topic(args.topic)
+    schema = topic.schema
     if args.key is not None and args.key not in schema.names:
         raise SchemaMismatchError(f"--key {args.key!r} is not a column of topic {args.topic!r}; "
                                   f"columns: {schema.names}")
-    source = open_records(args.file, fmt, schema, args.binary_encoding)
+    max_message_bytes = topic.config.get("max.message.bytes")
+    source = open_records(args.file, fmt, schema, args.binary_encoding,
+                          int(max_message_bytes) if max_message_bytes else None)
     progress = ctx.out.progress(f"produce {args.topic}", source.total_bytes)
     try:
         if args.transactional_id is not None:

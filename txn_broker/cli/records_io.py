@@ -70,6 +70,24 @@ def json_value(value: Any, binary_encoding: str = "base64") -> Any:
 
 
 def json_rows(table: pa.Table, binary_encoding: str = "base64") -> Iterable[dict[str, Any]]:
-    """The table's rows as JSON-able dicts, columns in table order."""
-    for row in table.to_pylist():
-        yield {name: json_value(value, binary_encoding) for name, value in row.items()}
+    """The table's rows as JSON-able dicts, columns in table order. A timestamp or date
+    Python cannot hold (outside years 1..9999: refused at produce since issue 31, but older
+    data may have them) is shown as its number in the column's unit rather than losing the
+    rows around it."""
+    for batch in table.to_batches():
+        try:
+            rows = batch.to_pylist()
+        except (OverflowError, ValueError, pa.ArrowInvalid):
+            rows = [_row_as_numbers(batch.slice(i, 1)) for i in range(batch.num_rows)]
+        for row in rows:
+            yield {name: json_value(value, binary_encoding) for name, value in row.items()}
+
+
+def _row_as_numbers(row: pa.RecordBatch) -> dict[str, Any]:
+    try:
+        return dict(row.to_pylist()[0])
+    except (OverflowError, ValueError, pa.ArrowInvalid):
+        arrays = [column.view(pa.int32() if pa.types.is_date32(column.type) else pa.int64())
+                  if pa.types.is_timestamp(column.type) or pa.types.is_date(column.type) else column
+                  for column in row.columns]
+        return dict(pa.RecordBatch.from_arrays(arrays, names=row.schema.names).to_pylist()[0])

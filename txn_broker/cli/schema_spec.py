@@ -12,11 +12,16 @@ Types are pyarrow's names, and the text pyarrow prints for a type parses back:
 * ``list<T>`` / ``list<item: T>``, ``large_list<T>``, ``map<K, V>``,
   ``struct<name: T, ...>``.
 
-A field is ``name:type``, optionally followed by ``not null``.
+A field is ``name:type``, optionally followed by ``not null``, ``default VALUE`` (a JSON
+literal: what rows written before the field was added read as, e.g. ``default "EUR"``,
+``default 0``) and ``id N`` (the field's id: ``topics alter`` matches fields to the latest
+schema version by id, else by name, so ``id N`` with a new name renames field N).
 
 The schema file is JSON: ``{"fields": [{"name": "id", "type": "int64", "nullable": false},
-...]}`` (or just the list). ``topics describe --json`` prints a topic's schema in this
-form, so it can be fed back to ``topics create --schema-file``.
+...]}`` (or just the list), a field optionally with ``"default"`` and ``"id"``.
+``topics describe --json`` prints a topic's schema in this form, ids included, so it can
+be edited and fed back to ``topics alter --schema-file`` (rename a field: change its
+name, keep its id) or to ``topics create --schema-file`` (ids are given afresh there).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import DEFAULT_KEY, FIELD_ID_KEY, declared_default, field_id
 from ..errors import SchemaMismatchError
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -102,7 +108,36 @@ class _Parser:
         name = self.field_name()
         self.expect(":")
         type_ = self.type()
-        return pa.field(name, type_, nullable=not self.not_null())
+        nullable, default, fid = True, None, None
+        while True:  # modifiers, in any order
+            if self.not_null():
+                nullable = False
+            elif self.word("default"):
+                default = self.json_literal()
+            elif self.word("id"):
+                fid = int(self.match(_NUMBER, "a field id"))
+            else:
+                break
+        return with_extras(pa.field(name, type_, nullable=nullable), default, fid)
+
+    def word(self, word: str) -> bool:
+        self.skip_ws()
+        m = re.compile(rf"{word}\b", re.I).match(self.text, self.pos)
+        if m:
+            self.pos = m.end()
+            return True
+        return False
+
+    def json_literal(self) -> str:
+        """A JSON value (its text), e.g. ``"EUR"``, ``0``, ``1.5``, ``true``."""
+        self.skip_ws()
+        try:
+            _, end = json.JSONDecoder().raw_decode(self.text, self.pos)
+        except json.JSONDecodeError:
+            raise self.fail("expected a JSON literal after 'default' (e.g. \"text\", 0, 1.5, true)") from None
+        literal = self.text[self.pos:end]
+        self.pos = end
+        return literal
 
     def fields(self, closing: str | None) -> list[pa.Field]:
         out = [self.field()]
@@ -231,7 +266,7 @@ def schema_from_json(document: Any, source: str = "schema file") -> pa.Schema:
     for i, f in enumerate(fields_doc):
         if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(f.get("type"), str):
             raise SchemaMismatchError(f"{source}: field {i} needs a string \"name\" and a string \"type\"")
-        unknown = sorted(set(f) - {"name", "type", "nullable"})
+        unknown = sorted(set(f) - {"name", "type", "nullable", "default", "id"})
         if unknown:
             raise SchemaMismatchError(f"{source}: field {f['name']!r} has unknown key(s) {unknown}")
         nullable = f.get("nullable", True)
@@ -241,8 +276,22 @@ def schema_from_json(document: Any, source: str = "schema file") -> pa.Schema:
             type_ = parse_type(f["type"])
         except SchemaMismatchError as error:
             raise SchemaMismatchError(f"{source}: field {f['name']!r}: {error}") from None
-        fields.append(pa.field(f["name"], type_, nullable=nullable))
+        fid = f.get("id")
+        if fid is not None and (isinstance(fid, bool) or not isinstance(fid, int) or fid <= 0):
+            raise SchemaMismatchError(f"{source}: field {f['name']!r}: \"id\" must be a positive integer")
+        default = json.dumps(f["default"]) if "default" in f else None
+        fields.append(with_extras(pa.field(f["name"], type_, nullable=nullable), default, fid))
     return _schema(fields, source)
+
+
+def with_extras(field: pa.Field, default: str | None, fid: int | None) -> pa.Field:
+    """``field`` with a declared default (JSON text) and a field id, where given."""
+    metadata = dict(field.metadata or {})
+    if default is not None:
+        metadata[DEFAULT_KEY] = default.encode()
+    if fid is not None:
+        metadata[FIELD_ID_KEY] = str(fid).encode()
+    return field.with_metadata(metadata) if metadata else field
 
 
 def read_schema_file(path: str) -> pa.Schema:
@@ -265,5 +314,15 @@ def format_type(type_: pa.DataType) -> str:
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
-    """A schema in the ``--schema-file`` form."""
-    return {"fields": [{"name": f.name, "type": format_type(f.type), "nullable": f.nullable} for f in schema]}
+    """A schema in the ``--schema-file`` form (with each field's id and default, where it
+    has them)."""
+    out = []
+    for f in schema:
+        entry: dict[str, Any] = {"name": f.name, "type": format_type(f.type), "nullable": f.nullable}
+        has_default, value = declared_default(f)
+        if has_default:
+            entry["default"] = value
+        if field_id(f) is not None:
+            entry["id"] = field_id(f)
+        out.append(entry)
+    return {"fields": out}

@@ -8,7 +8,7 @@ import socket
 import sys
 from typing import Any
 
-from .common import Context, UsageError, non_negative_int
+from .common import Context, UsageError, non_negative_int, positive_int
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
@@ -26,6 +26,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="host name given to clients in Metadata and FindCoordinator (default: the listen host)")
     serve.add_argument("--max-request-bytes", type=non_negative_int, default=100 * 1024 * 1024, metavar="N",
                        help="larger requests close their connection (default 104857600, Kafka's)")
+    # (defaults: txn_broker/kafka/limits.py, imported only when serving)
+    serve.add_argument("--max-queued-request-bytes", type=non_negative_int, metavar="N",
+                       help="bytes of requests being read across all connections; past it, connections wait "
+                            "to be read (default 268435456; at least --max-request-bytes)")
+    serve.add_argument("--max-connections", type=non_negative_int, metavar="N",
+                       help="connections past this many are closed at once (default 4096)")
+    serve.add_argument("--max-connections-per-ip", type=non_negative_int, metavar="N",
+                       help="connections from one address past this many are closed at once (default 1024)")
+    serve.add_argument("--frame-stall-timeout-ms", type=non_negative_int, metavar="MS",
+                       help="a request whose bytes stop arriving this long closes its connection "
+                            "(default 5000; a whole request has 30 s)")
     serve.add_argument("--sweep-interval-ms", type=non_negative_int, default=5000, metavar="MS",
                        help="abort transactions past their timeout and complete decided ones this often "
                             "(default 5000; 0: never, leave it to `txn-broker transactions abort-expired`)")
@@ -36,6 +47,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="allow a non-loopback address without TLS or SASL (anyone who can reach it may "
                             "read, write and abort)")
+    serve.add_argument("--auto-create-topics", action="store_true",
+                       help="create a topic a client asks Metadata for and that does not exist, with Kafka's "
+                            "record shape and --default-partitions (Kafka's auto.create.topics.enable; "
+                            "default off)")
+    serve.add_argument("--default-partitions", type=positive_int, default=1, metavar="N",
+                       help="partitions of an automatically created topic (Kafka's num.partitions; default 1)")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="also serve Prometheus metrics at http://HOST:PORT/metrics: the broker's figures "
                             "(as `txn-broker metrics`) and the listener's requests, errors, latency, "
@@ -71,12 +88,13 @@ def _loopback(host: str) -> bool:
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> int:
-    from ..kafka import SaslUsers, serve, tls_context
+    from ..kafka import ListenerLimits, SaslUsers, serve, tls_context
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UsageError("--tls-cert and --tls-key go together")
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     users = SaslUsers.from_file(args.sasl_users) if args.sasl_users else None
+    limits = listener_limits(args, ListenerLimits)
     host, port = parse_listen(args.listen, secured=tls is not None or users is not None, insecure=args.insecure)
     broker = ctx.broker
     metrics, metrics_url = None, None
@@ -97,5 +115,23 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
 
     serve(broker, host, port, ready=ready, advertised_host=args.advertised_host,
           max_request_bytes=max(args.max_request_bytes, 8), sasl_users=users, tls=tls,
-          sweep_interval_s=args.sweep_interval_ms / 1000, metrics=metrics)
+          sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits,
+          auto_create_topics=args.default_partitions if args.auto_create_topics else 0, metrics=metrics)
     return 0
+
+
+def listener_limits(args: argparse.Namespace, limits_class: Any) -> Any:
+    """The ListenerLimits of the command line: each option given replaces its default."""
+    defaults = limits_class()
+    queued = args.max_queued_request_bytes
+    if queued is None:
+        queued = max(defaults.max_queued_request_bytes, args.max_request_bytes)
+    if queued < args.max_request_bytes:
+        raise UsageError(f"--max-queued-request-bytes {queued} is less than --max-request-bytes "
+                         f"{args.max_request_bytes}: the largest request could never be read")
+    stall_ms = args.frame_stall_timeout_ms
+    return limits_class(
+        max_queued_request_bytes=queued,
+        max_connections=max(args.max_connections or defaults.max_connections, 1),
+        max_connections_per_ip=max(args.max_connections_per_ip or defaults.max_connections_per_ip, 1),
+        frame_stall_timeout_s=defaults.frame_stall_timeout_s if stall_ms is None else max(stall_ms, 1) / 1000)

@@ -1,8 +1,9 @@
-"""``txn-broker topics create | list | describe | delete``."""
+"""``txn-broker topics create | alter | list | describe | delete``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from .. import TopicDescription
@@ -29,6 +30,23 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                              "(uncompressed, lz4, zstd)")
     create.set_defaults(handler=create_topic)
 
+    alter = actions.add_parser(
+        "alter", parents=[common],
+        help="change a topic while pipelines run: the next schema version, more partitions, configs")
+    alter.add_argument("name", metavar="NAME")
+    new_schema = alter.add_mutually_exclusive_group()
+    new_schema.add_argument(
+        "--schema", metavar="'col:type,...'",
+        help="the whole new schema, e.g. 'id:int64 not null,amount:float64,currency:string default \"EUR\"'; "
+             "fields match the latest version by name, or by 'id N' (a rename: the new name with the old id)")
+    new_schema.add_argument("--schema-file", metavar="F",
+                            help="the new schema as JSON (edit the output of `topics describe --json`)")
+    alter.add_argument("--partitions", type=positive_int, metavar="N", help="the new partition count (only grows)")
+    alter.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE", type=_config_item,
+                       help="topic configs to change, e.g. retention.ms=86400000 schema.compatibility=FULL")
+    alter.add_argument("--by", metavar="WHO", help="who the alteration is recorded as (default: user@host)")
+    alter.set_defaults(handler=alter_topic)
+
     listing = actions.add_parser("list", parents=[common], help="list topics")
     listing.set_defaults(handler=list_topics)
 
@@ -49,17 +67,26 @@ def _config_item(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def create_topic(ctx: Context, args: argparse.Namespace) -> int:
-    schema = None
+def _schema_arg(args: argparse.Namespace) -> Any:
     if args.schema is not None:
-        schema = parse_schema(args.schema)
-    elif args.schema_file is not None:
-        schema = read_schema_file(args.schema_file)
-    config = {}
+        return parse_schema(args.schema)
+    if args.schema_file is not None:
+        return read_schema_file(args.schema_file)
+    return None
+
+
+def _config_arg(args: argparse.Namespace) -> dict[str, str]:
+    config: dict[str, str] = {}
     for key, value in args.config:
         if key in config:
             raise UsageError(f"--config {key} given twice")
         config[key] = value
+    return config
+
+
+def create_topic(ctx: Context, args: argparse.Namespace) -> int:
+    schema = _schema_arg(args)
+    config = _config_arg(args)
     desc = ctx.broker.create_topic(args.name, partitions=args.partitions, schema=schema, config=config)
     if ctx.json:
         ctx.out.json(topic_json(desc))
@@ -67,6 +94,43 @@ def create_topic(ctx: Context, args: argparse.Namespace) -> int:
         ctx.out.line(f"Created topic {desc.name} with {len(desc.partitions)} partition"
                      f"{'s' if len(desc.partitions) != 1 else ''}.")
     return 0
+
+
+def alter_topic(ctx: Context, args: argparse.Namespace) -> int:
+    schema = _schema_arg(args)
+    config = _config_arg(args)
+    if schema is None and args.partitions is None and not config:
+        raise UsageError("topics alter needs --schema, --schema-file, --partitions or --config")
+    broker = ctx.broker
+    before = len(broker.topic_alterations(args.name))
+    desc = broker.alter_topic(args.name, schema=schema, partitions=args.partitions, config=config or None,
+                              by=args.by)
+    done = broker.topic_alterations(args.name)[before:]
+    changes = done[-1]["changes"] if done else {}
+    if ctx.json:
+        ctx.out.json({"topic": desc.name, "changed": bool(changes), "changes": changes,
+                      "schema_version": desc.schema_version, "partition_count": len(desc.partitions)})
+        return 0
+    if not changes:
+        ctx.out.line(f"Topic {desc.name} unchanged (it is already so).")
+        return 0
+    ctx.out.line(f"Altered topic {desc.name}:")
+    for line in change_lines(changes):
+        ctx.out.line(f"  {line}")
+    return 0
+
+
+def change_lines(changes: dict[str, Any]) -> list[str]:
+    """An alteration's changes, one line each, for people."""
+    lines = []
+    if "schema" in changes:
+        schema = changes["schema"]
+        lines.append(f"schema version {schema['from']} -> {schema['to']}: " + "; ".join(schema["changes"]))
+    if "partitions" in changes:
+        lines.append(f"partitions {changes['partitions']['from']} -> {changes['partitions']['to']}")
+    for key, change in sorted(changes.get("config", {}).items()):
+        lines.append(f"{key} {change['from']} -> {change['to']}")
+    return lines
 
 
 def list_topics(ctx: Context, args: argparse.Namespace) -> int:
@@ -102,6 +166,9 @@ def topic_json(desc: TopicDescription) -> dict[str, Any]:
         "created_ms": desc.created_ms,
         "config": dict(desc.config),
         "schema": schema_to_json(desc.schema),
+        "schema_version": desc.schema_version,
+        "schema_versions": [{"version": v.version, "created_ms": v.created_ms, "created_by": v.created_by,
+                             **schema_to_json(v.schema)} for v in desc.schema_versions],
         "partitions": [
             {"partition": p.partition, "log_start_offset": p.log_start_offset,
              "high_watermark": p.high_watermark, "last_stable_offset": p.last_stable_offset,
@@ -123,9 +190,16 @@ def describe_topic(ctx: Context, args: argparse.Namespace) -> int:
         ("Created", iso_ms(desc.created_ms)),
         ("Partitions", len(desc.partitions)),
         ("Config", ", ".join(f"{k}={v}" for k, v in sorted(desc.config.items()))),
+        ("Schema version", desc.schema_version),
     ])
     out.line()
-    out.table(["COLUMN", "TYPE", "NULLABLE"], [[f.name, str(f.type), f.nullable] for f in desc.schema])
+    out.table(["COLUMN", "TYPE", "NULLABLE", "ID", "DEFAULT"],
+              [[f["name"], f["type"], f["nullable"], f.get("id", ""),
+                json.dumps(f["default"]) if "default" in f else ""] for f in schema_to_json(desc.schema)["fields"]])
+    out.line()
+    out.table(["VERSION", "CREATED", "BY", "COLUMNS"],
+              [[v.version, iso_ms(v.created_ms), v.created_by, ", ".join(v.schema.names)]
+               for v in desc.schema_versions])
     out.line()
     out.table(["PARTITION", "LOG_START_OFFSET", "HIGH_WATERMARK", "LAST_STABLE_OFFSET", "SEGMENTS", "BYTES"],
               [[p.partition, p.log_start_offset, p.high_watermark, p.last_stable_offset, p.segment_count,

@@ -17,6 +17,11 @@ One publish of a topic:
    if another publisher committed first, this one's files are deleted (what a crash leaves
    is gc's) and it starts again from step 1 with the winner's offsets.
 
+5. **Retention.** Data files whose records all lie below their partition's log start
+   offset (gc truncated the topic there) are removed from the table by one more snapshot
+   (Iceberg's delete of whole files; its summary keeps the same offsets). A file that
+   straddles the log start stays until all of its records are below it.
+
 A publisher that dies anywhere leaves the table at its last commit; the next publish
 resumes from that commit's offsets, so no record is published twice or skipped.
 """
@@ -28,14 +33,21 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ..database import Database, Tx
-from ..errors import IcebergCommitConflictError, InvalidConfigError, TxnBrokerError, UnknownTopicOrPartitionError
+from ..errors import (
+    IcebergCommitConflictError,
+    InvalidConfigError,
+    TxnBrokerError,
+    UnknownTopicOrPartitionError,
+)
 from ..faults import fault_point
 from ..log.cut import atomic_ends
+from ..log.field_ids import METADATA_FIELD_IDS
 from ..log.partition import partition_offsets
 from ..log.scan import scan_partition
 from ..storage import ObjectStore
@@ -71,11 +83,16 @@ class TopicPublish:
     bytes: int = 0
     attempts: int = 1
     elapsed_ms: int = 0
+    #: data files removed from the table because retention truncated the topic below them
+    expired_files: int = 0
+    #: groups of small data files rewritten into one file each (replace snapshots)
+    rewritten_groups: int = 0
     partitions: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
                 "files": self.files, "bytes": self.bytes, "attempts": self.attempts, "elapsed_ms": self.elapsed_ms,
+                "expired_files": self.expired_files, "rewritten_groups": self.rewritten_groups,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())}}
 
 
@@ -90,6 +107,15 @@ def published_offsets(table: Table) -> dict[int, int]:
         parent = snapshot.parent_snapshot_id
         snapshot = table.snapshot_by_id(parent) if parent is not None else None
     return {}
+
+
+def _log_starts(tx: Tx, meta: TopicMeta) -> dict[int, int]:
+    out = {}
+    for p in range(meta.partition_count):
+        offsets = partition_offsets(tx, meta.topic_id, p)
+        if offsets is not None:
+            out[p] = offsets.log_start_offset
+    return out
 
 
 def offsets_summary(offsets: dict[int, int]) -> str:
@@ -168,6 +194,7 @@ class Publisher:
         self._no_automatic_retry(table)
         schema = table_schema(meta.schema)
         name = f"{self.settings.namespace}.{meta.name}"
+        self._check_schema(table, schema, name)
         from pyiceberg.exceptions import CommitFailedException
 
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -178,9 +205,11 @@ class Publisher:
             after = {p: end for p, (_start, end) in cut.items()}
             result = TopicPublish(meta.name, name, after, attempts=attempt)
             if all(published.get(p) == end for p, end in after.items()):
-                result.offsets = {p: published[p] for p in after}
+                result.offsets = {p: published[p] for p in after}  # nothing new committed since
+                result.expired_files = self.expire(table, meta)
+                result.rewritten_groups = self.rewrite(table, meta, schema)
                 result.elapsed_ms = int((time.monotonic() - began) * 1000)
-                return result  # nothing new committed since the last publish
+                return result
             written: list[WrittenFile] = []
             for p, (start, end) in sorted(cut.items()):
                 if start < end:
@@ -199,6 +228,8 @@ class Publisher:
                 # if not, they are orphans for gc)
                 raise catalog_error(error, f"commit to the table {name}") from None
             fault_point("iceberg.after_commit")
+            result.expired_files = self.expire(catalog_call(table.refresh, f"reload the table {name}"), meta)
+            result.rewritten_groups = self.rewrite(table, meta, schema)
             result.rows = sum(f.rows for f in written)
             result.files = len(written)
             result.bytes = sum(f.size_bytes for f in written)
@@ -208,6 +239,71 @@ class Publisher:
             return result
         raise IcebergCommitConflictError(
             f"{name}: lost the commit race {MAX_ATTEMPTS} times to other publishers; try again")
+
+    def expire(self, table: Table, meta: TopicMeta) -> int:
+        """Remove from the table, in one snapshot, the data files whose records all lie
+        below their partition's log start offset; returns how many (0 also when another
+        writer committed meanwhile: the next publish tries again)."""
+        from pyiceberg.conversions import from_bytes
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.types import LongType
+
+        starts = self._db.read(partial(_log_starts, meta=meta))
+        if not any(starts.values()) or table.current_snapshot() is None:
+            return 0
+        offset_id = METADATA_FIELD_IDS["_offset"]
+        expired = []
+        for task in catalog_call(lambda: list(table.scan().plan_files()), f"plan {table.name()}"):
+            data_file = task.file
+            partition = int(data_file.partition[0])
+            upper = (data_file.upper_bounds or {}).get(offset_id)
+            if upper is not None and int(from_bytes(LongType(), upper)) < starts.get(partition, 0):
+                expired.append(data_file)
+        if not expired:
+            return 0
+        properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
+                      "txn-broker.topic-id": str(meta.topic_id), "txn-broker.retention": "expired"}
+
+        def commit() -> bool:
+            try:
+                with table.transaction() as txn:
+                    with txn.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+                        for data_file in expired:
+                            overwrite.delete_data_file(data_file)
+            except CommitFailedException:
+                return False  # another writer committed first
+            return True
+
+        if not catalog_call(commit, f"expire files of {table.name()}"):
+            return 0
+        log.info("%s: %d data files below the log start removed", table.name(), len(expired))
+        return len(expired)
+
+    def rewrite(self, table: Table, meta: TopicMeta, schema: pa.Schema) -> int:
+        """Rewrite groups of small data files into files of about the target size
+        (:mod:`.small_files`); returns how many groups were swapped in."""
+        from .small_files import rewrite_small_files
+
+        table = catalog_call(table.refresh, f"reload {table.name()}")
+        if table.current_snapshot() is None:
+            return 0
+        properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
+                      "txn-broker.topic-id": str(meta.topic_id)}
+        return catalog_call(lambda: rewrite_small_files(table, schema, int(meta.config["iceberg.target.file.bytes"]),
+                                                        properties), f"rewrite small files of {table.name()}")
+
+    @staticmethod
+    def _check_schema(table: Table, schema: pa.Schema, name: str) -> None:
+        """The table must have the topic's columns, ids and types: a topic whose schema
+        changed since its table was made is refused (evolving the table with the topic's
+        schema versions is not built yet), rather than written in files the table cannot
+        describe."""
+        from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+        if pyarrow_to_schema(schema).as_struct() != table.schema().as_struct():
+            raise InvalidConfigError(
+                f"{name}: the topic's schema no longer matches its Iceberg table's ({table.schema()}); "
+                "evolving the table with the topic's schema is not supported yet")
 
     def _no_automatic_retry(self, table: Table) -> None:
         """pyiceberg retries a failed append on top of the winner's snapshot, which would
@@ -238,7 +334,9 @@ class Publisher:
             written.append(done)
             pending, pending_bytes = [], 0
 
-        for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end):
+        versions = {number: v.schema for number, v in meta.versions.items()}
+        for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end,
+                                   schemas=versions, version=meta.schema_version):
             pending.append(conform(rows, schema))
             pending_bytes += pending[-1].nbytes
             if pending_bytes * ratio >= target:

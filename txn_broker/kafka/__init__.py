@@ -8,7 +8,8 @@ protocol (message schemas from ``kio``, generated from Kafka's JSON definitions)
 from __future__ import annotations
 
 from .apis import SUPPORTED
+from .limits import ListenerLimits
 from .security import SaslUsers, tls_context
 from .server import KafkaServer, serve
 
-__all__ = ["SUPPORTED", "KafkaServer", "SaslUsers", "serve", "tls_context"]
+__all__ = ["SUPPORTED", "KafkaServer", "ListenerLimits", "SaslUsers", "serve", "tls_context"]

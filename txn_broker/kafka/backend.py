@@ -36,8 +36,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..broker import Broker
+from ..consumer import commit_offsets
 from ..errors import (
-    InvalidConfigError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
@@ -45,17 +45,20 @@ from ..errors import (
     TxnBrokerError,
     UnknownGroupError,
 )
-from ..log.batches import DEFAULT_SCHEMA, check_record_sizes, to_table
+from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
+from ..log.projection import project
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
+from ..log.time_range import check_time_range
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
-from ..models import TopicPartition
+from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_partition
 from ..retry import retrying
 from ..states import TxnState
-from ..topic_configs import TOPIC_CONFIGS, validate_config
+from ..topic_configs import defaults, validate_config
+from ..topic_schemas import conform_send
 from ..topics import TopicMeta
 from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
@@ -95,6 +98,16 @@ class FetchResult:
     @property
     def size(self) -> int:
         return sum(len(part) for part in self.records)
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    #: the first offset of its transaction open on the partition (-1: none)
+    txn_start_offset: int
 
 
 @dataclass(frozen=True)
@@ -172,11 +185,17 @@ class KafkaBackend:
                 continue
         return out
 
+    def topic_config(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A topic's config (every key the broker has, and the Kafka configs set on it that
+        are accepted and ignored) and the broker's defaults."""
+        meta = self.broker._topics.get(name, refresh=True)
+        return dict(meta.config), defaults(self.broker.settings)
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:
-        unknown = sorted(set(configs) - set(TOPIC_CONFIGS))
-        if unknown:
-            raise InvalidConfigError(f"unknown topic config(s) {unknown}; known: {sorted(TOPIC_CONFIGS)}")
+        """Kafka's CreateTopics: ``configs`` are checked by the topic configs' table (a name
+        Kafka does not know: INVALID_CONFIG; Kafka's configs without a meaning here are
+        accepted and ignored)."""
         partitions = 1 if partitions == -1 else partitions
         config = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
@@ -193,8 +212,17 @@ class KafkaBackend:
 
     def _meta(self, topic: str, partition: int) -> TopicMeta:
         meta = self.broker._topics.get(topic)
+        if not isinstance(partition, bool) and isinstance(partition, int) and partition >= meta.partition_count:
+            meta = self.broker._topics.get(topic, refresh=True)  # partitions added since it was looked up
         validate_partition(partition, meta.partition_count, topic)
         return meta
+
+    def _in_latest(self, meta: TopicMeta, seg: PlannedSegment, rows: pa.Table) -> tuple[TopicMeta, pa.Table]:
+        """A segment's rows under the latest schema version known (by field id), without
+        field ids: what the JSON mapping turns into record values."""
+        if seg.schema_version > meta.schema_version:  # written in a version made since
+            meta = self.broker._topics.get(meta.name, refresh=True)
+        return meta, project(rows, meta.schema_at(seg.schema_version), meta.schema, keep_ids=False)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -211,7 +239,13 @@ class KafkaBackend:
         meta = self._meta(topic, partition)
         if not batch.record_count:
             raise SchemaMismatchError("a record batch without records")
-        table = self._to_table(meta, batch)
+        try:
+            table = self._to_table(meta, batch)
+        except SchemaMismatchError:
+            fresh = self.broker._topics.get(topic, refresh=True)  # a schema version made since?
+            if (fresh.schema_version, fresh.compatibility) == (meta.schema_version, meta.compatibility):
+                raise
+            meta, table = fresh, self._to_table(fresh, batch)
         check_record_sizes(table.drop_columns(["_timestamp"]), meta.max_message_bytes, topic)
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
         if batch.transactional:
@@ -224,7 +258,7 @@ class KafkaBackend:
             table, topic_id=meta.topic_id, topic=meta.name, partition=partition, compression=meta.compression,
             name=f"{pid}-{epoch}-k{batch.base_sequence}-{uuid.uuid4().hex[:12]}",
             base_sequence=batch.base_sequence if idempotent else -1,
-            last_sequence=batch.base_sequence + n - 1 if idempotent else None)
+            last_sequence=batch.base_sequence + n - 1 if idempotent else None, schema_version=meta.schema_version)
         upload_segment(self.broker._store, write, payload, self.broker.settings.retry_budget_ms)
         return PreparedProduce(topic, partition, batch.transactional, idempotent, pid, epoch, write)
 
@@ -286,7 +320,7 @@ class KafkaBackend:
                                                   type=headers_type)
             else:
                 headers = pa.array([list(h) for h in columns.headers], headers_type)
-            table = pa.Table.from_arrays([columns.keys, columns.values, headers], schema=DEFAULT_SCHEMA)
+            table = pa.Table.from_arrays([columns.keys, columns.values, headers], schema=meta.schema)
         else:
             rows = []
             for i, value in enumerate(columns.values.to_pylist()):
@@ -299,9 +333,13 @@ class KafkaBackend:
                         f"record {i}: topic {meta.name!r} has a schema; a record's value must be a JSON object "
                         f"with its columns {meta.schema.names}")
                 rows.append(row)
-            table = to_table(rows, meta.schema, meta.name)
+            # the latest schema version, or an older one the topic's compatibility lets
+            # writers send in (converted); missing nullable columns are null
+            table = conform_send(rows, meta.versions, meta.schema_version, meta.compatibility, meta.name)
         ts = pa.array(stamps, pa.int64()).cast(pa.timestamp("ms")).cast(TIMESTAMP_TYPE)
-        return table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        table = table.add_column(0, pa.field("_timestamp", TIMESTAMP_TYPE), ts)
+        check_time_range(table.select(["_timestamp"]), meta.name)  # a client's CreateTime too
+        return table
 
     # -- fetch -----------------------------------------------------------------------------
 
@@ -357,6 +395,7 @@ class KafkaBackend:
                     size += len(out[-1])
                     position = stop
                     continue
+            meta, rows = self._in_latest(meta, seg, rows)
             row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
             start = 0
             while start < rows.num_rows and not (out and size >= max_bytes):
@@ -431,7 +470,8 @@ class KafkaBackend:
 
     def list_offset(self, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
         """ListOffsets: -2 earliest, -1 latest (the last stable offset at read_committed),
-        else the first offset whose timestamp is at or after ``timestamp``."""
+        else the first offset whose timestamp is at or after ``timestamp`` (-1 and -1: none
+        is)."""
         meta = self._meta(topic, partition)
         isolation = _isolation(isolation_level)
         offsets, segments = plan_fetch(self.broker._db, meta.topic_id, partition, 0, isolation, max_segments=10_000)
@@ -452,7 +492,7 @@ class KafkaBackend:
                 if ts >= timestamp:
                     first = max(seg.base_offset, offsets.log_start_offset)
                     return (first + i if numbers is None else int(numbers[i])), ts
-        return end, -1
+        return -1, -1  # no record at or after it: Kafka answers offset -1
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -482,15 +522,33 @@ class KafkaBackend:
         validate_id("group id", group_id)
         self.broker._coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
 
-    def check_offset(self, topic: str, partition: int, offset: int) -> None:
-        self.broker.check_offset(self._meta(topic, partition), partition, offset)
-
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
-                          offsets: dict[tuple[str, int], int]) -> None:
-        rows = [(self._meta(t, p).topic_id, p, o) for (t, p), o in offsets.items()]
+                          offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], TxnBrokerError]:
+        """TxnOffsetCommit: stage the offsets in the transaction. Each partition is checked
+        on its own (unknown, bad metadata: that partition fails, the others are staged); any
+        offset >= 0 is taken, as Kafka takes it. The partitions that failed, with why."""
+        failed, rows = self._offset_rows(offsets)
         if rows:
-            self.broker._coordinator.add_offsets(ProducerIdentity(transactional_id, producer_id, epoch),
-                                                group_id, rows)
+            self.broker._coordinator.add_offsets(
+                ProducerIdentity(transactional_id, producer_id, epoch), group_id,
+                [(self._meta(tp.topic, tp.partition).topic_id, tp.partition, c) for tp, c in rows.items()])
+        return failed
+
+    def _offset_rows(self, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                     ) -> tuple[dict[tuple[str, int], TxnBrokerError], dict[TopicPartition, OffsetAndMetadata]]:
+        failed: dict[tuple[str, int], TxnBrokerError] = {}
+        rows: dict[TopicPartition, OffsetAndMetadata] = {}
+        for (topic, partition), value in offsets.items():
+            try:
+                self._meta(topic, partition)
+                committed = OffsetAndMetadata.checked(value)
+                if committed.offset < 0:
+                    raise OffsetOutOfRangeError(f"offset {committed.offset} of {topic}-{partition} is negative")
+            except TxnBrokerError as error:
+                failed[(topic, partition)] = error
+                continue
+            rows[TopicPartition(topic, partition)] = committed
+        return failed, rows
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
         self.broker._coordinator.end_transaction(ProducerIdentity(transactional_id, producer_id, epoch),
@@ -505,13 +563,21 @@ class KafkaBackend:
 
     # -- group offsets ---------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
-        self.broker.commit_offsets(group_id, {TopicPartition(t, p): o for (t, p), o in offsets.items()})
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                       ) -> dict[tuple[str, int], TxnBrokerError]:
+        """OffsetCommit: each partition checked on its own (the partitions that failed, with
+        why; the others are committed); any offset >= 0 is kept, past the log end too, as
+        Kafka keeps it: the consumer's auto.offset.reset decides what it reads."""
+        failed, rows = self._offset_rows(offsets)
+        if rows:
+            commit_offsets(self.broker._db, self.broker._topics, group_id, rows, within_log=False)
+        return failed
 
-    def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Committed offsets, -1 where the group has none."""
-        got = self.broker.committed_offsets(group_id, [TopicPartition(t, p) for t, p in partitions])
-        return {(tp.topic, tp.partition): (-1 if o is None else o) for tp, o in got.items()}
+    def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]
+                  ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        """Committed offsets with their metadata, None where the group has none."""
+        got = self.broker.committed_metadata(group_id, [TopicPartition(t, p) for t, p in partitions])
+        return {(tp.topic, tp.partition): c for tp, c in got.items()}
 
     def group_partitions(self, group_id: str) -> list[tuple[str, int]]:
         """The partitions ``group_id`` has committed offsets for (none: an empty list)."""
@@ -520,6 +586,33 @@ class KafkaBackend:
         except UnknownGroupError:
             return []
         return [(p.topic, p.partition) for p in described.partitions]
+
+    def delete_group(self, group_id: str) -> None:
+        self.broker.delete_group(group_id)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]
+                       ) -> dict[tuple[str, int], TxnBrokerError]:
+        """OffsetDelete: each partition on its own (the partitions that failed, with why)."""
+        failed: dict[tuple[str, int], TxnBrokerError] = {}
+        good = []
+        for topic, partition in partitions:
+            try:
+                self._meta(topic, partition)
+            except TxnBrokerError as error:
+                failed[(topic, partition)] = error
+                continue
+            good.append(TopicPartition(topic, partition))
+        if good:
+            self.broker.delete_offsets(group_id, good)
+        return failed
+
+    def producers(self, topic: str, partition: int) -> list[ProducerInfo]:
+        """DescribeProducers: the producers with sequence state on a partition."""
+        meta = self._meta(topic, partition)
+        rows = self.broker._db.read(lambda tx: tx.all("partition_producers", topic_id=meta.topic_id,
+                                                      partition_no=partition))
+        return [ProducerInfo(int(r.producer_id), int(r.producer_epoch), int(r.last_sequence), int(r.updated_ms),
+                             -1 if r.txn_start_offset is None else int(r.txn_start_offset)) for r in rows]
 
     def groups_with_offsets(self) -> list[str]:
         return self.broker.list_groups()

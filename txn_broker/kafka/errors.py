@@ -32,6 +32,7 @@ _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (e.SchemaMismatchError, ErrorCode.invalid_record),
     (e.RecordTooLargeError, ErrorCode.message_too_large),
     (e.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (e.OffsetMetadataTooLargeError, ErrorCode.offset_metadata_too_large),
     (e.UnknownGroupError, ErrorCode.group_id_not_found),
     (e.InvalidNameError, ErrorCode.invalid_request),
     (e.InvalidConfigError, ErrorCode.invalid_config),

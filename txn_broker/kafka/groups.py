@@ -32,6 +32,10 @@ class Member:
     session_timeout_s: float
     rebalance_timeout_s: float
     protocol_type: str
+    #: KIP-345: a static member's id, kept across its restarts (None: a dynamic member)
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
     last_seen: float = field(default_factory=time.monotonic)
     joined: asyncio.Future[dict[str, Any]] | None = None
     synced: asyncio.Future[dict[str, Any]] | None = None
@@ -47,6 +51,8 @@ class Group:
     protocol_type: str | None = None
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
+    #: static members: group.instance.id -> the member id it has now
+    static: dict[str, str] = field(default_factory=dict)
     rebalance: asyncio.Task[None] | None = None
 
 
@@ -81,23 +87,40 @@ class GroupCoordinator:
 
     # -- JoinGroup -------------------------------------------------------------------------
 
-    async def join(self, req: Any, version: int) -> dict[str, Any]:
+    async def join(self, req: Any, version: int, client_id: str = "", client_host: str = "") -> dict[str, Any]:
         group = self.groups.setdefault(req.group_id, Group(req.group_id))
         failed = {"throttle_time": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
                   "leader": "", "member_id": req.member_id, "members": []}
         if group.protocol_type is not None and group.members and req.protocol_type != group.protocol_type:
             return {**failed, "error_code": ErrorCode.inconsistent_group_protocol}
         member_id = req.member_id
+        instance_id = getattr(req, "group_instance_id", None)
+        known = group.static.get(instance_id) if instance_id else None
+        if member_id and known is not None and member_id != known:
+            return {**failed, "error_code": ErrorCode.fenced_instance_id}  # an older instance of it
         if member_id and member_id not in group.members:
             return {**failed, "error_code": ErrorCode.unknown_member_id}
+        protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
+        if not member_id and instance_id and known is not None and known in group.members:
+            # KIP-345: a static member back from a restart takes its old place under a new
+            # member id; a stable group with the same protocols keeps its assignment
+            member_id = self._replace_static(group, known, instance_id)
+            returning = group.members[member_id]
+            returning.client_id, returning.client_host = client_id, client_host
+            if group.state == "Stable" and group.protocol in {name for name, _ in protocols}:
+                returning.protocols = protocols
+                returning.last_seen = time.monotonic()
+                return self._join_response(group, returning)
         if not member_id:
             member_id = f"{req.group_id}-{uuid.uuid4()}"
         session = _seconds(req.session_timeout)
         rebalance = _seconds(getattr(req, "rebalance_timeout", req.session_timeout))
         member = group.members.get(member_id)
-        protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
         if member is None:
-            member = group.members[member_id] = Member(member_id, protocols, session, rebalance, req.protocol_type)
+            member = group.members[member_id] = Member(member_id, protocols, session, rebalance, req.protocol_type,
+                                                       instance_id, client_id, client_host)
+            if instance_id:
+                group.static[instance_id] = member_id
         else:
             member.protocols = protocols
             member.last_seen = time.monotonic()
@@ -106,6 +129,34 @@ class GroupCoordinator:
         self._prepare_rebalance(group)
         self._maybe_complete(group)
         return await member.joined
+
+    def _replace_static(self, group: Group, old_id: str, instance_id: str) -> str:
+        """The static member ``old_id`` under a new member id, in the same place; requests
+        still waiting under the old id are answered FENCED_INSTANCE_ID."""
+        new_id = f"{group.group_id}-{uuid.uuid4()}"
+        member = group.members.pop(old_id)
+        for future in (member.joined, member.synced):
+            if future is not None and not future.done():
+                future.set_result({"throttle_time": 0, "error_code": ErrorCode.fenced_instance_id,
+                                   "generation_id": -1, "leader": "", "member_id": old_id, "members": [],
+                                   "assignment": b""})
+        member.joined = member.synced = None
+        member.member_id = new_id
+        group.members[new_id] = member
+        group.static[instance_id] = new_id
+        if group.leader == old_id:
+            group.leader = new_id
+        return new_id
+
+    def _join_response(self, group: Group, member: Member) -> dict[str, Any]:
+        """JoinGroup's answer for ``member`` in the group's current generation (the leader
+        gets the members and their metadata)."""
+        listing = [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
+                    "metadata": dict(o.protocols).get(group.protocol or "", b"")} for o in group.members.values()]
+        return {"throttle_time": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol, "leader": group.leader, "member_id": member.member_id,
+                "members": listing if member.member_id == group.leader else [],
+                "error_code": ErrorCode.none if group.protocol else ErrorCode.inconsistent_group_protocol}
 
     def _prepare_rebalance(self, group: Group) -> None:
         if group.state == "PreparingRebalance":
@@ -125,7 +176,7 @@ class GroupCoordinator:
             return
         for member_id in [m for m, member in group.members.items()
                           if member.joined is None or member.joined.done()]:
-            del group.members[member_id]  # did not rejoin in time
+            self._forget_static(group, group.members.pop(member_id))  # did not rejoin in time
         self._complete(group)
 
     def _maybe_complete(self, group: Group) -> None:
@@ -152,14 +203,8 @@ class GroupCoordinator:
         for m in members:
             m.last_seen = time.monotonic()
             m.assignment = b""
-            listing = [{"member_id": o.member_id, "group_instance_id": None,
-                        "metadata": dict(o.protocols).get(group.protocol or "", b"")} for o in members]
-            response = {"throttle_time": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
-                        "protocol_name": group.protocol, "leader": group.leader, "member_id": m.member_id,
-                        "members": listing if m.member_id == group.leader else [],
-                        "error_code": ErrorCode.none if group.protocol else ErrorCode.inconsistent_group_protocol}
             if m.joined is not None and not m.joined.done():
-                m.joined.set_result(response)
+                m.joined.set_result(self._join_response(group, m))
 
     # -- SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
 
@@ -209,6 +254,7 @@ class GroupCoordinator:
 
     def _remove(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id)
+        self._forget_static(group, member)
         for future in (member.joined, member.synced):
             if future is not None and not future.done():
                 future.set_result({"throttle_time": 0, "error_code": ErrorCode.unknown_member_id,
@@ -224,6 +270,40 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(group)
 
+    def active(self, group_id: str) -> bool:
+        """Whether the group has members in this listener."""
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def forget(self, group_id: str) -> None:
+        """Drop a group without members (DeleteGroups)."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            del self.groups[group_id]
+
+    def subscribed(self, group_id: str, topic: str) -> bool:
+        """Whether a member of the group subscribes to ``topic`` (read from the consumer
+        protocol's subscriptions; a group of another protocol, or metadata that does not
+        read as one, counts as subscribed to every topic)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return False
+        for member in group.members.values():
+            topics = subscription_topics(dict(member.protocols).get(group.protocol or "", b""))
+            if topics is None or topic in topics:
+                return True
+        return False
+
+    @staticmethod
+    def _forget_static(group: Group, member: Member) -> None:
+        if member.group_instance_id is not None and group.static.get(member.group_instance_id) == member.member_id:
+            del group.static[member.group_instance_id]
+
+    def static_member(self, group_id: str, instance_id: str) -> str:
+        """The member id a static member has now ('' if none)."""
+        group = self.groups.get(group_id)
+        return group.static.get(instance_id, "") if group is not None else ""
+
     async def _expire_sessions(self) -> None:
         while True:
             await asyncio.sleep(0.5)
@@ -237,3 +317,20 @@ class GroupCoordinator:
 
 def _seconds(value: Any) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else int(value) / 1000
+
+
+def subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a consumer protocol subscription (ConsumerProtocolSubscription: a
+    version, then the topics as an array of strings), None if it does not read as one."""
+    try:
+        count = int.from_bytes(metadata[2:6], "big", signed=True)
+        position, topics = 6, set()
+        for _ in range(count):
+            size = int.from_bytes(metadata[position:position + 2], "big", signed=True)
+            if size < 0 or position + 2 + size > len(metadata):
+                return None
+            topics.add(metadata[position + 2:position + 2 + size].decode("utf-8"))
+            position += 2 + size
+        return topics if len(metadata) >= 6 and count >= 0 else None
+    except (UnicodeDecodeError, ValueError):
+        return None

@@ -60,6 +60,9 @@ class SaslSession:
         self.users = users
         self.mechanism: str | None = None
         self.user: str | None = None
+        #: SaslHandshake v0 was used: the mechanism's tokens come as bare frames (no
+        #: request header) and are answered the same way, as before KIP-152
+        self.bare_tokens = False
         self._scram: Any = None
 
     @property

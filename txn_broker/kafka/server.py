@@ -40,6 +40,7 @@ from .backend import KafkaBackend, Node, PreparedProduce
 from .errors import error_code
 from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
+from .limits import ListenerLimits
 from .recordbatch import RecordFormatError, decode_batches
 from .security import SaslSession, SaslUsers
 
@@ -83,14 +84,18 @@ class KafkaServer:
                  advertised_host: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, frame_timeout_s: float = FRAME_TIMEOUT_S,
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
-                 sweep_interval_s: float = SWEEP_INTERVAL_S, metrics: ListenerMetrics | None = None) -> None:
+                 sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None,
+                 auto_create_topics: int = 0, metrics: ListenerMetrics | None = None) -> None:
         self.backend = KafkaBackend(broker)
+        #: Metadata creates a topic it is asked for with this many partitions (0: never)
+        self.auto_create_topics = auto_create_topics
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or host
         self.max_request_bytes = max_request_bytes
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
+        self.limits = limits or ListenerLimits()  # memory and connections (kafka/limits.py)
         self.groups = GroupCoordinator()
         self.sasl_users = sasl_users
         self.sweep_interval_s = sweep_interval_s
@@ -115,7 +120,8 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: FrameProtocol(FrameReader(self.max_request_bytes), self._accept), self.host, self.port,
+            lambda: FrameProtocol(FrameReader(self.max_request_bytes, limits=self.limits), self._accept, self.limits),
+            self.host, self.port,
             ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port)
@@ -354,6 +360,12 @@ class KafkaServer:
 
     async def _dispatch(self, frame: codec.Frame, peer: Any, session: SaslSession | None = None,
                         prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
+        if session is not None and session.bare_tokens and not session.authenticated:
+            # after SaslHandshake v0: a bare token, answered bare; a failure closes, as in Kafka
+            code, message, token = session.authenticate(bytes(frame))
+            if code != ErrorCode.none:
+                raise codec.FrameError(f"SASL authentication failed: {message}")
+            return token
         head = codec.peek_head(frame)
         if session is not None and not session.authenticated and head.api_key not in BEFORE_AUTHENTICATION:
             raise codec.FrameError(f"api key {head.api_key} before SASL authentication")  # Kafka closes too

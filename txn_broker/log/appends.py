@@ -96,6 +96,7 @@ def _insert_segment(
         base_offset=base_offset, record_count=w.record_count,
         size_bytes=w.size_bytes, object_key=w.object_key, producer_epoch=ident.epoch,
         base_sequence=base_sequence, txn_id=txn_id, max_timestamp_ms=w.max_timestamp_ms,
+        schema_version=w.schema_version,
     )
     if txn_id is not None:
         changed = tx.execute(

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RecordTooLargeError, SchemaMismatchError
+from .time_range import check_time_range
 
 #: Kafka's record shape, used when a topic is created without a schema
 DEFAULT_SCHEMA = pa.schema(
@@ -55,7 +56,9 @@ def to_table(data: object, schema: pa.Schema, topic: str) -> pa.Table:
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
-        return _conform(data, schema, topic)
+        table = _conform(data, schema, topic)
+        check_time_range(table, topic)
+        return table
     if isinstance(data, list) and all(isinstance(row, Mapping) for row in data):
         extra = {k for row in data for k in row} - set(schema.names)
         if extra:
@@ -63,9 +66,11 @@ def to_table(data: object, schema: pa.Schema, topic: str) -> pa.Table:
                 f"topic {topic!r} has no column(s) {sorted(map(str, extra))}; schema: {schema}"
             )
         try:
-            return pa.Table.from_pylist(data, schema=schema)
+            table = pa.Table.from_pylist(data, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
             raise SchemaMismatchError(f"records do not match topic {topic!r}: {error}") from None
+        check_time_range(table, topic)
+        return table
     raise SchemaMismatchError(
         f"send() takes a pyarrow.Table, a RecordBatch or a list of dicts, got {type(data).__name__}"
     )

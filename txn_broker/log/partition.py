@@ -46,6 +46,8 @@ class PlannedSegment:
     #: ``record_count`` is the offset span, gaps included); None: ``record_count`` records
     #: at consecutive offsets
     row_count: int | None = None
+    #: the topic schema version it was encoded in (readers project it to theirs)
+    schema_version: int = 1
 
     @property
     def end_offset(self) -> int:
@@ -78,6 +80,13 @@ def partition_offsets(tx: Tx, topic_id: int, partition: int) -> PartitionOffsets
     return PartitionOffsets(row.log_start_offset, row.high_watermark, row.last_stable_offset)
 
 
+def first_segment_at_time(tx: Tx, topic_id: int, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
+    """(base offset, record count) of the first segment of the partition with a record
+    whose timestamp is at least ``timestamp_ms``; None when there is none."""
+    row = tx.one("first_segment_at_time", topic_id=topic_id, partition_no=partition, timestamp_ms=timestamp_ms)
+    return None if row is None else (int(row.base_offset), int(row.record_count))
+
+
 def partitions_page(tx: Tx, after: tuple[int, int], limit: int) -> list[Any]:
     """One page of partitions (with topic name and config) after ``(topic_id, partition)``."""
     return tx.all("partitions_page", after_topic_id=after[0], after_partition_no=after[1], limit=limit)
@@ -91,7 +100,7 @@ def plan_segments(tx: Tx, topic_id: int, partition: int, start: int, end: int,
     rows = tx.all("fetch_plan", topic_id=topic_id, partition_no=partition, start_offset=start,
                   end_offset=end, max_segments=max_segments)
     return [PlannedSegment(r.base_offset, r.record_count, r.size_bytes, r.object_key, r.txn_id,
-                           r.marker, r.purged_ms is not None, r.row_count)
+                           r.marker, r.purged_ms is not None, r.row_count, r.schema_version)
             for r in rows if r.base_offset + r.record_count > start]
 
 

@@ -36,21 +36,25 @@ _SAMPLE_BYTES = 64 * 1024
 _MIN_SAVINGS = 0.1
 
 
-def encode_segment(table: pa.Table, compression: str = "uncompressed") -> pa.Buffer:
+def encode_segment(table: pa.Table, compression: str = "uncompressed", *,
+                   sample_without: tuple[str, ...] = ()) -> pa.Buffer:
     """One segment object: an Arrow IPC file, its buffers compressed with ``compression``
     (``uncompressed``, ``lz4`` or ``zstd``: Arrow's IPC buffer compression, which every
     Arrow IPC reader decodes). Data that does not compress is stored as it is: Arrow does
     so per buffer, and a large segment whose first ``_SAMPLE_BYTES`` do not shrink by
     ``_MIN_SAVINGS`` is written uncompressed without trying (already compressed or
     encrypted payloads cost no compression time, and are read without a copy). Returned
-    as the Arrow buffer it was written to."""
+    as the Arrow buffer it was written to. ``sample_without``: columns left out of that
+    sample (a compacted segment's ``_offset``, which always compresses, would otherwise
+    decide for records that do not, and cost every read a decompression)."""
     table = _compact_null_nested(table)
     small = table.nbytes < _THREADED_BYTES
     try:
         options = (_IPC_OPTIONS_ONE_THREAD if small else _IPC_OPTIONS)[compression]
     except KeyError:
         raise InvalidConfigError(f"unknown segment compression {compression!r}; known: {COMPRESSION_TYPES}") from None
-    if compression != "uncompressed" and table.nbytes > 4 * _SAMPLE_BYTES and not _compresses(table, options):
+    sample = table.drop_columns(list(sample_without)) if sample_without else table
+    if compression != "uncompressed" and table.nbytes > 4 * _SAMPLE_BYTES and not _compresses(sample, options):
         options = _IPC_OPTIONS["uncompressed"]
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema, options=options) as writer:

@@ -21,19 +21,20 @@ from .types import SegmentWrite
 
 
 def build_segment(table: pa.Table, *, topic_id: int, topic: str, partition: int, compression: str,
-                  name: str, base_sequence: int = -1,
-                  last_sequence: int | None = None) -> tuple[SegmentWrite, pa.Buffer]:
+                  name: str, base_sequence: int = -1, last_sequence: int | None = None,
+                  schema_version: int = 1) -> tuple[SegmentWrite, pa.Buffer]:
     """The encoded segment of ``table`` and its registration, under the key
     ``topics/{topic_id}/{partition}/{name}.arrow``. ``base_sequence`` -1: the segment is
     registered by object key, not by sequence number. ``last_sequence``: for writers that
-    number records (see :class:`SegmentWrite`)."""
+    number records (see :class:`SegmentWrite`). ``schema_version``: the topic schema
+    version ``table`` is in (its topic columns carry that version's field ids)."""
     payload = encode_segment(table, compression)
     newest = pc.max(table.column("_timestamp"))  # vectorised: no per-record Python
     write = SegmentWrite(
         topic_id=topic_id, topic=topic, partition=partition, record_count=table.num_rows,
         size_bytes=len(payload), object_key=segment_key(topic_id, partition, name),
         base_sequence=base_sequence, last_sequence=last_sequence,
-        max_timestamp_ms=int(newest.cast(pa.int64()).as_py()),
+        max_timestamp_ms=int(newest.cast(pa.int64()).as_py()), schema_version=schema_version,
     )
     return write, payload
 
@@ -59,9 +60,9 @@ def upload_segments(store: ObjectStore, staged: Sequence[tuple[SegmentWrite, pa.
 
 
 def build_and_upload(store: ObjectStore, table: pa.Table, *, topic_id: int, topic: str, partition: int,
-                     compression: str, name: str) -> SegmentWrite:
+                     compression: str, name: str, schema_version: int = 1) -> SegmentWrite:
     """Encode and put one segment registered by object key (the Spark data source's tasks)."""
     write, payload = build_segment(table, topic_id=topic_id, topic=topic, partition=partition,
-                                   compression=compression, name=name)
+                                   compression=compression, name=name, schema_version=schema_version)
     upload_segment(store, write, payload)
     return write

@@ -50,6 +50,8 @@ class SegmentWrite:
     #: (Kafka's protocol: a batch of n records holds base_sequence .. base_sequence + n - 1).
     #: None: the segment takes one sequence number (the Python producer numbers segments).
     last_sequence: int | None = None
+    #: the topic schema version the segment was encoded in
+    schema_version: int = 1
 
 
 @dataclass(frozen=True)

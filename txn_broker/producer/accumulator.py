@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from ..log.batches import key_partitions
+from ..log.projection import project
 from ..names import validate_partition
 from ..topics import TopicMeta
 
@@ -65,7 +66,15 @@ class RecordAccumulator:
         return out
 
     def append(self, meta: TopicMeta, split: dict[int, pa.Table]) -> list[BufferKey]:
-        """Buffer ``split``; the buffers that reached ``segment_bytes``."""
+        """Buffer ``split``; the buffers that reached ``segment_bytes``. ``split`` is in
+        the latest schema version ``meta`` knows: records buffered in an older version are
+        converted to it first (a buffer becomes segments of one version)."""
+        known = self._topics.get(meta.topic_id)
+        if known is not None and known.schema_version > meta.schema_version:  # a send on a staler handle
+            split = {p: project(t, meta.schema, known.schema) for p, t in split.items()}
+            meta = known
+        elif known is not None and known.schema_version < meta.schema_version:
+            self._convert(known, meta)
         self._topics[meta.topic_id] = meta
         full = []
         for p, part in split.items():
@@ -75,6 +84,11 @@ class RecordAccumulator:
             if buf.nbytes >= self.segment_bytes:
                 full.append((meta.topic_id, p))
         return full
+
+    def _convert(self, old: TopicMeta, new: TopicMeta) -> None:
+        for (topic_id, _), buf in self._buffers.items():
+            if topic_id == new.topic_id:
+                buf.tables = [project(t, old.schema, new.schema) for t in buf.tables]
 
     def keys(self) -> list[BufferKey]:
         return list(self._buffers)

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import pyarrow as pa
+
 from ..config import Settings
 from ..coordinator import Coordinator
 from ..database import Database
@@ -33,19 +35,22 @@ from ..errors import (
     InvalidPidMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    SchemaMismatchError,
     TxnBrokerError,
 )
 from ..faults import fault_point
 from ..log.appends import segment_registered
-from ..log.batches import check_record_sizes, to_table
+from ..log.batches import check_record_sizes
 from ..log.partition import check_offset
 from ..log.segment_format import with_timestamp
 from ..log.types import AppendResult, ProducerIdentity, TransactionHandle
-from ..models import TopicPartition
+from ..models import OffsetAndMetadata, TopicPartition
 from ..names import validate_id, validate_partition
 from ..retry import retrying
 from ..storage import ObjectStore
-from ..topics import Topics
+from ..topic_schemas import conform_send
+from ..topics import TopicMeta, Topics
 from .accumulator import RecordAccumulator
 from .sender import SegmentSender
 from .state import P, ProducerState, move, require
@@ -98,6 +103,8 @@ class Producer:
         self._txn_appends: list[AppendResult] = []
         #: InvalidPidMappingError was seen (KIP-360): the abort re-initialises
         self._pid_mapping_lost = False
+        #: a sequence error doomed the transaction: its abort gets a new epoch (KIP-360)
+        self._epoch_bump_required = False
         self._abortable_cause = ""
 
     # -- state ---------------------------------------------------------------------------
@@ -147,6 +154,13 @@ class Producer:
                 self._metrics.failed(error)
             if isinstance(error, InvalidPidMappingError):
                 self._pid_mapping_lost = True
+            if isinstance(error, OutOfOrderSequenceError) and self.transactional_id is not None and \
+                    self._state in (P.IN_TRANSACTION, P.COMMITTING):
+                # Kafka's transactional producer (KIP-360): a refused sequence dooms the
+                # transaction, not the producer; the abort then bumps the epoch, which starts
+                # every partition's sequences again (TransactionManager's epochBumpRequired)
+                error.fatal, error.abortable = False, True
+                self._epoch_bump_required = True
             if error.fatal:
                 self._state = P.FATAL_ERROR
                 self._discard_buffers()
@@ -216,20 +230,23 @@ class Producer:
             self._txn_appends = []
             self._to(P.IN_TRANSACTION)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        """Commit ``group_id``'s next offsets to read atomically with this transaction."""
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                                    group_id: str) -> None:
+        """Commit ``group_id``'s next offsets to read atomically with this transaction
+        (ints, or OffsetAndMetadata values to keep a metadata string and leader epoch)."""
         with self._lock:
             self._require(P.IN_TRANSACTION, action="send_offsets_to_transaction")
             validate_id("group id", group_id)
             if not isinstance(offsets, Mapping):
                 raise InvalidInputError("offsets must be a dict of TopicPartition -> int")
-            rows = []
-            for tp, offset in offsets.items():
+            rows: list[tuple[int, int, int | OffsetAndMetadata]] = []
+            for tp, value in offsets.items():
                 topic, partition = tp
                 meta = self._topics.get(topic)
                 validate_partition(partition, meta.partition_count, topic)
-                check_offset(self._db, meta.topic_id, meta.name, partition, offset)
-                rows.append((meta.topic_id, partition, int(offset)))
+                committed = OffsetAndMetadata.checked(value)
+                check_offset(self._db, meta.topic_id, meta.name, partition, committed.offset)
+                rows.append((meta.topic_id, partition, committed))
             if not rows:
                 return
             ident = self._identity()
@@ -348,6 +365,14 @@ class Producer:
                 # txn_id None: abort whatever a request whose reply was lost opened
                 ident, txn_id = self._identity(), self._txn_id
                 self._retry(lambda: self._coordinator.end_transaction(ident, txn_id, commit=False))
+            if self._epoch_bump_required:
+                # the sequences the broker and this producer hold disagree: InitProducerId with
+                # the current identity gives a new epoch, and every partition starts at 0
+                current = self._identity()
+                self._ident = self._retry(lambda: self._coordinator.init_transactions(
+                    self.transactional_id or "", self.transaction_timeout_ms, current=current))
+                self._sender.reset_sequences()
+                self._epoch_bump_required = False
         self._txn_id = None
         self._txn_requested = False
         self._txn_appends = []
@@ -382,8 +407,7 @@ class Producer:
                 self._require(P.IN_TRANSACTION, action="send")
             else:
                 self._require(P.READY, action="send")
-            meta = self._topics.get(topic)
-            table = to_table(data, meta.schema, topic)
+            meta, table = self._conform(topic, data)
             if table.num_rows == 0:
                 return
             check_record_sizes(table, meta.max_message_bytes, topic)
@@ -412,6 +436,20 @@ class Producer:
             if full:
                 with self._guard():
                     self._flush(full)
+
+    def _conform(self, topic: str, data: Any) -> tuple[TopicMeta, pa.Table]:
+        """The send as a table of the topic's latest schema version (an older version the
+        topic's schema.compatibility allows is converted); a send matching none is looked
+        at again with the topic's metadata read afresh, once (it may be in a version made
+        since this producer looked), then refused with SchemaMismatchError."""
+        meta = self._topics.get(topic)
+        try:
+            return meta, conform_send(data, meta.versions, meta.schema_version, meta.compatibility, topic)
+        except SchemaMismatchError:
+            fresh = self._topics.get(topic, refresh=True)
+            if (fresh.schema_version, fresh.compatibility) == (meta.schema_version, meta.compatibility):
+                raise
+            return fresh, conform_send(data, fresh.versions, fresh.schema_version, fresh.compatibility, topic)
 
     # -- flushing ------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class SegmentSender:
             self.next_seq[key] = seq + 1
             staged.append(build_segment(
                 table, topic_id=meta.topic_id, topic=meta.name, partition=partition,
-                compression=meta.compression, base_sequence=seq,
+                compression=meta.compression, base_sequence=seq, schema_version=meta.schema_version,
                 name=f"{ident.producer_id}-{ident.epoch}-{seq}-{uuid.uuid4().hex[:12]}"))
         if not staged:
             return

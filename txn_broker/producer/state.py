@@ -33,8 +33,8 @@ P = ProducerState
 #:   from the start and stays READY.)
 #: * IN_TRANSACTION -> COMMITTING / ABORTING: ``commit_transaction()`` /
 #:   ``abort_transaction()``; -> ABORTABLE_ERROR: a send, flush or offsets call failed in a
-#:   way that dooms the transaction (e.g. InvalidPidMappingError, KIP-360); -> FATAL_ERROR:
-#:   fenced, or a fatal sequence error.
+#:   way that dooms the transaction (e.g. InvalidPidMappingError, KIP-360, or a refused
+#:   sequence: OutOfOrderSequenceError, whose abort bumps the epoch); -> FATAL_ERROR: fenced.
 #: * COMMITTING -> READY: committed. COMMITTING -> COMMITTING: a commit that failed with a
 #:   retriable or unknown error (a timeout, a lost reply, the database down) keeps the
 #:   producer here, and only a retried ``commit_transaction()`` may follow: the commit may

@@ -24,6 +24,7 @@ from pyspark.sql.datasource import InputPartition
 
 from ..database import Tx
 from ..errors import IllegalStateError
+from ..log.batches import schema_to_text
 from ..log.partition import READ_COMMITTED, PlannedSegment, plan_segments
 from .offsets import OffsetRange, OffsetRanges
 
@@ -45,6 +46,8 @@ class SegmentRef:
     end: int
     #: records stored, for a compacted segment (its offsets have gaps); None: consecutive
     row_count: int | None = None
+    #: the topic schema version the segment was encoded in
+    schema_version: int = 1
 
     @property
     def records(self) -> int:
@@ -60,7 +63,7 @@ class SegmentRef:
 
     def planned(self) -> PlannedSegment:
         return PlannedSegment(self.base_offset, self.record_count, self.size_bytes, self.object_key, None, None,
-                              row_count=self.row_count)
+                              row_count=self.row_count, schema_version=self.schema_version)
 
     def part(self, start: int, end: int) -> SegmentRef:
         """The same segment, read from ``[start, end)``."""
@@ -76,6 +79,10 @@ class TopicSplit(InputPartition):
     start: int
     end: int
     segments: list[SegmentRef] = field(default_factory=list)
+    #: the schemas (as text, with field ids) of the versions its segments were written in,
+    #: and the version they are read in (the latest at load()), by number
+    schemas: dict[int, str] = field(default_factory=dict)
+    read_version: int = 1
 
     @property
     def records(self) -> int:
@@ -104,14 +111,16 @@ def _visible(tx: Tx, topic_id: int, r: OffsetRange, isolation_level: str) -> Ite
                     f"below the planned end {r.end}; the read's end is past the last stable offset"
                 )
             yield SegmentRef(seg.object_key, seg.base_offset, seg.record_count, seg.size_bytes, lo, hi,
-                             seg.row_count)
+                             seg.row_count, seg.schema_version)
         position = max(position, page[-1].end_offset)
 
 
 def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_records: int | None = None,
-                min_partitions: int | None = None) -> list[TopicSplit]:
+                min_partitions: int | None = None, read_versions: dict[str, int] | None = None,
+                ) -> list[TopicSplit]:
     """The splits of a read of ``ranges`` (one database snapshot). Empty ranges, and
-    ranges holding no visible record, give no split."""
+    ranges holding no visible record, give no split. ``read_versions``: the schema
+    version each topic is read in (default: its latest)."""
     ids = {name: broker._topics.get(name).topic_id for name in ranges.topics}
 
     def work(tx: Tx) -> list[TopicSplit]:
@@ -140,6 +149,16 @@ def plan_splits(broker: Broker, ranges: OffsetRanges, *, max_bytes: int, max_rec
     splits = broker._db.read(work)
     if min_partitions:
         splits = _at_least(splits, min_partitions)
+    for split in splits:  # each task reads its segments' versions under the read's one
+        meta = broker._topics.get(split.topic)
+        if read_versions is not None and split.topic in read_versions:
+            split.read_version = read_versions[split.topic]
+        else:
+            split.read_version = meta.schema_version
+        wanted = {s.schema_version for s in split.segments} | {split.read_version}
+        if not wanted <= set(meta.versions):
+            meta = broker._topics.get(split.topic, refresh=True)
+        split.schemas = {v: schema_to_text(meta.schema_at(v)) for v in sorted(wanted)}
     return splits
 
 

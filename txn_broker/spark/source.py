@@ -26,6 +26,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..log.batches import schema_from_text, schema_to_text
+from ..log.field_ids import strip_field_ids
+from ..log.projection import project
 from ..log.reader import load_segment, read_rows, with_metadata
 from . import options as opts
 from .offsets import METADATA_KEY, OffsetRanges, resolve_offsets
@@ -43,13 +45,15 @@ class ReadPlan:
 
     topic_schemas: tuple[tuple[str, str], ...]  # (topic, schema as text)
     ranges_json: str
+    #: the schema version of each topic read (the latest at load())
+    versions: tuple[tuple[str, int], ...] = ()
 
     @property
     def ranges(self) -> OffsetRanges:
         return OffsetRanges.from_json(self.ranges_json)
 
     def arrow_schema(self) -> pa.Schema:
-        return union_schema([(t, schema_from_text(s)) for t, s in self.topic_schemas])
+        return union_schema([(t, strip_field_ids(schema_from_text(s))) for t, s in self.topic_schemas])
 
     def spark_schema(self) -> Any:
         return spark_schema(self.arrow_schema(), {METADATA_KEY: self.ranges_json})
@@ -71,8 +75,10 @@ class TxnTopicDataSource(DataSource):
                 ranges = resolve_offsets(
                     broker, read.topics, read.starting, read.ending, isolation_level=read.isolation_level,
                     group_id=read.group_id, fail_on_data_loss=read.fail_on_data_loss)
-                schemas = tuple((t, schema_to_text(broker._topics.get(t).schema)) for t in read.topics)
-            plan = ReadPlan(schemas, ranges.to_json())
+                metas = [broker._topics.get(t, refresh=True) for t in read.topics]
+                schemas = tuple((m.name, schema_to_text(m.schema)) for m in metas)
+                versions = tuple((m.name, m.schema_version) for m in metas)
+            plan = ReadPlan(schemas, ranges.to_json(), versions)
             self._read_plan = plan
         return plan
 
@@ -86,7 +92,8 @@ class TxnTopicDataSource(DataSource):
         conn = opts.connection(self.options)
         with conn.open_broker() as broker:
             splits = plan_splits(broker, plan.ranges, max_bytes=read.max_bytes_per_partition,
-                                 max_records=read.max_records_per_partition, min_partitions=read.min_partitions)
+                                 max_records=read.max_records_per_partition, min_partitions=read.min_partitions,
+                                 read_versions=dict(plan.versions) or None)
         log.info("txn_topic read of %s: %d split(s), %d record(s)", ",".join(read.topics), len(splits),
                  sum(s.records for s in splits))
         # Spark pickles this data source into every read task: executors need no database,
@@ -127,6 +134,7 @@ class TxnTopicReader(DataSourceReader):
     def _read(self, split: TopicSplit) -> Iterator[pa.RecordBatch]:
         store = self.storage.open_store()
         target = arrow_target(self.schema)
+        schemas = {v: schema_from_text(text) for v, text in split.schemas.items()}
         with ThreadPoolExecutor(PREFETCH, "txn-topic-read") as pool:
             pending = {i: pool.submit(load_segment, store, seg.planned())
                        for i, seg in enumerate(split.segments[:PREFETCH])}
@@ -135,4 +143,6 @@ class TxnTopicReader(DataSourceReader):
                 if i + PREFETCH < len(split.segments):
                     pending[i + PREFETCH] = pool.submit(load_segment, store, split.segments[i + PREFETCH].planned())
                 rows = read_rows(table, seg.planned(), seg.start, seg.end)
+                if schemas and seg.schema_version != split.read_version:  # by field id
+                    rows = project(rows, schemas[seg.schema_version], schemas[split.read_version], keep_ids=False)
                 yield from to_target(with_metadata(rows, split.topic, split.partition, seg.start), target)

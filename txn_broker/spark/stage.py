@@ -67,7 +67,22 @@ class StageSummary:
     records_in_by_topic: dict[str, int] = field(default_factory=dict)
     records_out: int = 0
     records_out_by_topic: dict[str, int] = field(default_factory=dict)
+    #: bytes of the segments written per output topic
+    bytes_out_by_topic: dict[str, int] = field(default_factory=dict)
     duration_s: float = 0.0
+
+    def log_line(self) -> str:
+        """One line for the log: the outcome, records in and out, and per output topic what
+        this attempt wrote (records, bytes) and whether that became visible."""
+        line = f"{self.outcome}, {self.records_in} record(s) in, {self.records_out} out"
+        if self.records_out_by_topic:
+            written = "; ".join(f"{topic}: {n:,} record(s), {self.bytes_out_by_topic.get(topic, 0):,} bytes"
+                                for topic, n in sorted(self.records_out_by_topic.items()))
+            fate = {"committed": "committed", "aborted": "aborted: none of it is visible",
+                    "fenced": "left to the newer instance that fenced this one",
+                    "unknown": "commit outcome unknown: settled by close() or the next attempt"}
+            line += f" (written: {written}; {fate.get(self.outcome, self.outcome)})"
+        return line
 
 
 class Stage:
@@ -136,13 +151,36 @@ class Stage:
         s.records_in_by_topic = count_visible(self.broker, read) if len(read) else {}
         s.records_in = sum(s.records_in_by_topic.values())
         if s.txn_id is not None:
-            txn = self.broker.describe_transaction(s.transactional_id)
-            if txn.txn_id == s.txn_id:
-                by_topic: dict[str, int] = {}
-                for p in txn.partitions:
-                    by_topic[p.topic] = by_topic.get(p.topic, 0) + p.record_count
-                s.records_out_by_topic = by_topic
-                s.records_out = sum(by_topic.values())
+            self._count_written(s.txn_id)
+
+    def _count_written(self, txn_id: int | None) -> None:
+        """Records and bytes per topic of this attempt's transaction (``txn_id``; None: the
+        transactional id's current one, if it is still this producer's epoch)."""
+        s = self.summary
+        txn = self.broker.describe_transaction(s.transactional_id)
+        mine = txn.txn_id == txn_id if txn_id is not None else txn.producer_epoch == s.producer_epoch
+        if not mine or txn.txn_id is None:
+            return
+        records: dict[str, int] = {}
+        size: dict[str, int] = {}
+        for p in txn.partitions:
+            records[p.topic] = records.get(p.topic, 0) + p.record_count
+            size[p.topic] = size.get(p.topic, 0) + p.size_bytes
+        s.records_out_by_topic, s.bytes_out_by_topic = records, size
+        s.records_out = sum(records.values())
+
+    def _count_failed_attempt(self) -> None:
+        """Before an abort: what the attempt read and wrote, for its log line. Best effort
+        (the database may be why it failed)."""
+        s = self.summary
+        try:
+            s.inputs_read = list(self._read)
+            read = self.offsets.only(self._read)
+            s.records_in_by_topic = count_visible(self.broker, read) if len(read) else {}
+            s.records_in = sum(s.records_in_by_topic.values())
+            self._count_written(None)
+        except TxnBrokerError as error:
+            log.debug("stage %s: could not count what the failed attempt wrote: %s", s.transactional_id, error)
 
 
 @contextmanager
@@ -196,6 +234,7 @@ def txn_stage(spark: Any, broker: Broker, *, transactional_id: str, group_id: st
                 # not aborted here; close() settles it, or the next attempt's init does
                 stage.summary.outcome = "unknown"
             else:
+                stage._count_failed_attempt()
                 stage.summary.outcome = "aborted"
                 try:
                     producer.abort_transaction()
@@ -204,7 +243,6 @@ def txn_stage(spark: Any, broker: Broker, *, transactional_id: str, group_id: st
             raise
         finally:
             stage.summary.duration_s = round(time.monotonic() - started, 3)
-            log.info("stage %s: %s, %d record(s) in, %d out", transactional_id, stage.summary.outcome,
-                     stage.summary.records_in, stage.summary.records_out)
+            log.info("stage %s: %s", transactional_id, stage.summary.log_line())
     finally:
         producer.close()

@@ -68,6 +68,8 @@ class TopicTarget:
     max_message_bytes: int
     #: the topic's ``compression.type``: segments are encoded as the producer's are
     compression: str = "uncompressed"
+    #: the schema version ``schema_text`` is (segments record it)
+    schema_version: int = 1
 
 
 def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> TxnTopicWriter:
@@ -84,7 +86,7 @@ def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> Txn
         if write.handle is not None:
             broker._coordinator.check_not_fenced(write.handle.identity)  # fail fast; commit checks under lock
     target = TopicTarget(meta.name, meta.topic_id, meta.partition_count, schema_to_text(meta.schema),
-                         meta.max_message_bytes, meta.compression)
+                         meta.max_message_bytes, meta.compression, meta.schema_version)
     return TxnTopicWriter(conn, target, write, uuid.uuid4().hex[:16])
 
 
@@ -198,7 +200,8 @@ class _TaskUpload:
             self.done.append(self.inflight.pop(0).result())
         self.inflight.append(self.pool.submit(
             build_and_upload, self.store, pa.concat_tables(tables), topic_id=self.target.topic_id,
-            topic=self.target.name, partition=partition, compression=self.target.compression, name=name))
+            topic=self.target.name, partition=partition, compression=self.target.compression, name=name,
+            schema_version=self.target.schema_version))
 
     def finish(self) -> list[SegmentWrite]:
         for partition in sorted(self.buffers):

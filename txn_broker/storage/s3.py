@@ -37,6 +37,7 @@ from botocore.exceptions import (
 
 from ..config import s3_endpoint_url
 from ..errors import InvalidConfigError, StoragePermissionError, StorageUnavailableError
+from ..redaction import strip_userinfo
 from ..retry import DEFAULT_RETRY_BUDGET_MS, retrying
 from .base import ObjectData, ObjectInfo, ObjectNotFoundError
 
@@ -121,7 +122,8 @@ class S3ObjectStore:
         self._shared_client: tuple[int, Any] | None = None  # (the process it was made in, the client)
 
     def __repr__(self) -> str:
-        return f"S3ObjectStore({self.url!r}, endpoint_url={self.endpoint_url!r})"
+        endpoint = strip_userinfo(self.endpoint_url) if self.endpoint_url else None
+        return f"S3ObjectStore({self.url!r}, endpoint_url={endpoint!r})"
 
     def options(self) -> dict[str, str]:
         """The storage options that open this same store elsewhere (a Spark executor):

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from ..errors import ConnectionFieldError
 from ..provider_info import CONN_FIELDS, CONNECTION_TYPE, HIDDEN_FIELDS, UI_FIELD_BEHAVIOUR
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ class TxnBrokerHook(BaseHook):
     def broker_config(self) -> BrokerConfig:
         """The connection's settings, or the environment / embedded fallback when the
         default connection is not defined. Raises AirflowNotFoundException for a named
-        connection that does not exist, ValueError for malformed extras."""
+        connection that does not exist, ConnectionFieldError for malformed extras."""
         if self._config is None:
             self._config = self._load_config()
         return self._config
@@ -168,9 +169,12 @@ class TxnBrokerHook(BaseHook):
             try:
                 settings = json.loads(settings)
             except json.JSONDecodeError:
-                raise ValueError(f"connection {self.txn_broker_conn_id!r}: extra 'settings' is not JSON") from None
+                raise ConnectionFieldError(self.txn_broker_conn_id, "settings",
+                                           "not JSON (expected an object such as "
+                                           '{"max_transaction_timeout_ms": 900000})') from None
         if not isinstance(settings, dict):
-            raise ValueError(f"connection {self.txn_broker_conn_id!r}: extra 'settings' must be an object")
+            raise ConnectionFieldError(self.txn_broker_conn_id, "settings",
+                                       f"must be a JSON object, got {type(settings).__name__}")
         config = BrokerConfig(
             database_url=extra("database_url"),
             storage_url=extra("storage_url"),
@@ -191,17 +195,57 @@ class TxnBrokerHook(BaseHook):
 
     def get_conn(self) -> Broker:
         """The Broker of this connection (connected once, then cached), its S3 settings
-        passed as storage options (see the module docstring). Raises txn_broker errors
-        (e.g. SchemaVersionError for an unmigrated PostgreSQL)."""
+        passed as storage options (see the module docstring). Every error names the
+        connection and the field at fault, secrets masked: ConnectionFieldError for a
+        malformed URL or setting; DatabaseUnavailableError, SchemaVersionError,
+        StorageUnavailableError, ... (txn_broker.errors) for one that cannot be used."""
         if self._broker is None:
-            import txn_broker
-
             config = self.broker_config()
-            self._broker = txn_broker.connect(config.database_url, config.storage_url,
-                                              storage_options=config.storage_options(), **config.settings)
+            self._broker = self._connect(config)
             self.log.info("txn_broker: %s", config.describe())
             self._check_role(self._broker, config)
         return self._broker
+
+    def alter_topic(self, name: str, *, schema: Any = None, partitions: int | None = None,
+                    config: dict[str, Any] | None = None, by: str | None = None) -> Any:
+        """Change a topic while its pipelines run (:meth:`txn_broker.Broker.alter_topic`):
+        the next schema version under its ``schema.compatibility``, more partitions,
+        changed configs; one database transaction, recorded with ``by`` (default: this
+        connection's id) and the time. Returns the topic's description; a refused change
+        raises a typed error (IncompatibleSchemaError naming the field and the rule) and
+        changes nothing."""
+        return self.get_conn().alter_topic(name, schema=schema, partitions=partitions, config=config,
+                                           by=by or f"airflow:{self.txn_broker_conn_id}")
+
+    def _connect(self, config: BrokerConfig) -> Broker:
+        import sqlalchemy as sa
+
+        import txn_broker
+        from txn_broker import errors, redact
+
+        conn_id = self.txn_broker_conn_id
+        if config.database_url:
+            try:
+                sa.make_url(config.database_url)
+            except sa.exc.ArgumentError:
+                raise ConnectionFieldError(conn_id, "database_url", "not an SQLAlchemy URL (expected e.g. "
+                                           "postgresql+psycopg2://user:password@host/db or sqlite:///path); "
+                                           f"from {config.source}") from None
+        try:
+            return txn_broker.connect(config.database_url, config.storage_url,
+                                      storage_options=config.storage_options(), **config.settings)
+        except errors.InvalidConfigError as error:
+            text = str(error)
+            field_name = ("storage_url" if "storage" in text.lower() else
+                          "database_url" if "database" in text.lower() else "settings")
+            raise ConnectionFieldError(conn_id, field_name, f"{redact(text, config.secrets())} "
+                                       f"(from {config.source})") from None
+        except (errors.DatabaseUnavailableError, errors.DatabasePermissionError, errors.SchemaVersionError,
+                errors.StorageUnavailableError, errors.StoragePermissionError) as error:
+            field_name = "storage_url" if isinstance(error, errors.StorageUnavailableError
+                                                     | errors.StoragePermissionError) else "database_url"
+            raise type(error)(f"connection {conn_id!r}, field {field_name!r}: "
+                              f"{redact(str(error), config.secrets())}") from error
 
     def _check_role(self, broker: Broker, config: BrokerConfig) -> None:
         """Warn (once per process and database) when the broker's database is reached as the

@@ -34,12 +34,13 @@ from ..ingest import callable_table, detect_format, fingerprint, read_file, reso
 from ..lineage import TxnBrokerLineageMixin
 from ..loading import import_callable
 from ..stats import AIRFLOW_CLIENT_METRICS
+from ..topic_setup import declared_topics, set_up_topics
 from .base import TransactionalOperatorMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from txn_broker import Broker
+    from txn_broker import Broker, TopicSpec
 
 MARKER_GROUP_PREFIX = "txn_broker.ingest."
 
@@ -56,9 +57,15 @@ class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, 
     ``python_callable`` (a dotted path; called with ``op_kwargs``; returns a pyarrow Table
     or a list of dicts) into ``topic`` in one transaction.
 
-    Columns are matched to the topic's schema by name (missing ones become nulls, extra
-    ones are dropped) and cast to its types. ``key``: the column whose value picks the
-    partition. The transactional id defaults to ``{dag_id}.{task_id}[.map_index]``.
+    Columns are matched to the topic's schema by name and cast to its types: a missing
+    nullable column becomes nulls; a column the topic does not have fails the task before
+    anything is written (SchemaMismatchError), as does a value that does not cast.
+    ``key``: the column whose value picks the partition.
+
+    ``topics``: the topics this task writes, as ``TopicSpec(name, partitions, schema,
+    config)`` values: created when missing, checked when they exist (same partitions, same
+    schema), when the task starts. Without it ``topic`` must exist already.
+    The transactional id defaults to ``{dag_id}.{task_id}[.map_index]``.
 
     XCom: ``{"topic", "outcome": "committed" | "already_ingested", "records_out",
     "ingested": [...], "skipped": [...], "transactional_id", "producer_id",
@@ -83,9 +90,11 @@ class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, 
         transactional_id: str | None = None,
         idempotency_key: str | None = None,
         transaction_timeout_ms: int | None = None,
+        topics: list[TopicSpec] | None = None,
         txn_broker_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
+        declared = declared_topics(topics, kwargs.get("task_id", "?"))
         if (source is None) == (python_callable is None):
             raise ValueError("pass exactly one of source= (files) or python_callable= (a dotted path)")
         if python_callable is not None and not isinstance(python_callable, str):
@@ -93,6 +102,7 @@ class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, 
         if "outlets" not in kwargs and "{{" not in topic:
             kwargs["outlets"] = [topic_asset(topic, txn_broker_conn_id)]
         super().__init__(**kwargs)
+        self.topics = declared
         self.topic = topic
         self.source = source
         self.format = format
@@ -108,7 +118,9 @@ class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, 
         tid = self.resolve_transactional_id(context)
         hook = TxnBrokerHook(self.txn_broker_conn_id)
         try:
-            return self._ingest(hook.get_conn(), tid, context)
+            broker = hook.get_conn()
+            set_up_topics(broker, self.topics, [self.topic], self.task_id, self.txn_broker_conn_id)
+            return self._ingest(broker, tid, context)
         finally:
             hook.close()
 

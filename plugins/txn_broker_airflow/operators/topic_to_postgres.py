@@ -26,7 +26,7 @@ from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ids import transactional_id_for
 from ..lineage import TxnBrokerLineageMixin, table_dataset
 from ..stats import AIRFLOW_CLIENT_METRICS
-from ..warehouse import Sink, resolve_target
+from ..warehouse import Sink, open_sink, resolve_target
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -92,7 +92,7 @@ class TopicToPostgresOperator(TxnBrokerLineageMixin, BaseOperator):
         try:
             broker = hook.get_conn()
             schema = broker.describe_topic(self.topic).schema
-            sink = Sink(target, self.table, schema, self.db_schema, self.create_table)
+            sink = open_sink(target, self.table, schema, self.db_schema, self.create_table)
             summary = self._load(broker, sink, group)
         finally:
             target.engine.dispose()

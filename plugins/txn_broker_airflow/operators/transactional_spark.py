@@ -19,17 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from txn_broker.spark import spark_session
-
 from ..assets import topic_asset
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..stage_runner import StageSpec, run_stage
+from ..topic_setup import declared_topics, set_up_topics
 from .base import TransactionalOperatorMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from txn_broker import Broker
+    from txn_broker import Broker, TopicSpec
 
 DEPLOY_MODES = ("session", "spark-submit")
 SPARK_SUBMIT_ENTRY = Path(__file__).resolve().parents[1] / "spark_submit_entry.py"
@@ -50,6 +49,14 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
 
     ``outputs``: the topics the stage writes, declared as the task's outlets
     (``txn-topic://`` Assets) so other DAGs can be scheduled on them.
+    ``topics``: ``TopicSpec(name, partitions, schema, config)`` values for the topics the
+    stage writes: created when missing, checked when they exist. Every input and output
+    is checked to exist when the task starts, before the Spark JVM starts
+    (MissingTopicsError names the missing ones).
+    ``reprocess_from`` (templated; an ISO 8601 time, empty for none): before the stage,
+    reset ``group_id`` on the inputs to the first offsets at or after that time, once per
+    task instance (``reprocessing.py``), so the stage reprocesses everything since then,
+    e.g. ``reprocess_from="{{ dag_run.conf.get('reprocess_from', '') }}"``.
     ``application_kwargs`` (templated) are passed to the stage function.
     ``on_kill`` aborts the open transaction through the coordinator (fencing the
     producer) and cancels the Spark jobs.
@@ -60,7 +67,7 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
 
     template_fields: Sequence[str] = (
         "application", "inputs", "outputs", "group_id", "transactional_id", "application_kwargs",
-        "spark_conf", "spark_master", "txn_broker_conn_id",
+        "spark_conf", "spark_master", "txn_broker_conn_id", "reprocess_from",
     )
     template_fields_renderers = {"application_kwargs": "json", "spark_conf": "json"}
     ui_color = "#fdebd0"
@@ -75,6 +82,8 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         transactional_id: str | None = None,
         application_kwargs: dict[str, Any] | None = None,
         transaction_timeout_ms: int | None = None,
+        topics: list[TopicSpec] | None = None,
+        reprocess_from: str | None = None,
         deploy: str = "session",
         spark_master: str | None = None,
         spark_conf: dict[str, Any] | None = None,
@@ -83,6 +92,7 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         txn_broker_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
+        declared = declared_topics(topics, kwargs.get("task_id", "?"))
         if deploy not in DEPLOY_MODES:
             raise ValueError(f"deploy must be one of {DEPLOY_MODES}, got {deploy!r}")
         if not isinstance(application, str):
@@ -90,6 +100,8 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         if "outlets" not in kwargs and not any("{{" in t for t in outputs):
             kwargs["outlets"] = [topic_asset(t, txn_broker_conn_id) for t in outputs]
         super().__init__(**kwargs)
+        self.topics = declared
+        self.reprocess_from = reprocess_from
         self.application = application
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -116,6 +128,11 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         hook = TxnBrokerHook(self.txn_broker_conn_id)
         try:
             broker = hook.get_conn()
+            # before Spark starts: a missing topic costs a message, not a JVM start
+            set_up_topics(broker, self.topics, [*self.inputs, *self.outputs], self.task_id,
+                          self.txn_broker_conn_id)
+            if self.reprocess_from:
+                self._reset_to_time(broker, spec, context)
             if self.deploy == "session":
                 summary = self._run_in_session(broker, spec, context)
             else:
@@ -129,7 +146,24 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         self.log.info("stage %s: %s", tid, json.dumps(summary, sort_keys=True, default=str))
         return summary
 
+    def _reset_to_time(self, broker: Broker, spec: StageSpec, context: Context) -> None:
+        from txn_broker import to_timestamp_ms
+
+        from ..reprocessing import reset_group_to_time
+
+        when = to_timestamp_ms(str(self.reprocess_from))
+        ti = context["ti"]
+        identity = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id, "map_index": ti.map_index}
+        offsets = reset_group_to_time(broker, transactional_id=spec.transactional_id, group_id=spec.group_id,
+                                      inputs=spec.inputs, timestamp_ms=when, identity=identity,
+                                      transaction_timeout_ms=spec.transaction_timeout_ms)
+        if offsets is not None:
+            self.log.info("reprocessing from %s: group %s reset to %s", self.reprocess_from, spec.group_id,
+                          json.dumps(offsets, sort_keys=True))
+
     def _run_in_session(self, broker: Broker, spec: StageSpec, context: Context) -> dict[str, Any]:
+        from txn_broker.spark import spark_session  # pyspark: only where a stage runs
+
         ti = context["ti"]
         spark, created = spark_session(f"{ti.dag_id}.{ti.task_id}", self.spark_master, self.spark_conf)
         self._spark = spark

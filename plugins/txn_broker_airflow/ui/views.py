@@ -15,7 +15,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from txn_broker import TransactionDescription, TransactionSummary, is_hanging, is_open, open_age_ms, state_sets
+from txn_broker import (
+    TransactionDescription,
+    TransactionSummary,
+    field_id,
+    is_hanging,
+    is_open,
+    open_age_ms,
+    state_sets,
+)
 from txn_broker.errors import UnknownTransactionalIdError
 
 from ..ids import default_transactional_id
@@ -284,7 +292,12 @@ def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -
         "name": d.name,
         "created_ms": d.created_ms,
         "config": dict(d.config),
-        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in d.schema],
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)}
+                   for f in d.schema],
+        "schema_version": d.schema_version,
+        "schema_versions": [{"version": v.version, "created_ms": v.created_ms, "created_by": v.created_by,
+                             "columns": [f"{f.name} {f.type}" for f in v.schema]}
+                            for v in reversed(d.schema_versions)],
         "partitions": [_partition_dict(p) for p in d.partitions],
         "open_transactions": holders,
         "open_transactions_truncated": len(open_ids) > MAX_OPEN_DESCRIBED,

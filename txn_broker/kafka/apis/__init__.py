@@ -9,10 +9,23 @@ and its ``APIS``, added to :data:`MODULES`.
 
 from __future__ import annotations
 
-from . import api_versions, fetch, groups, metadata, offsets, produce, sasl, topics, transactions
+from . import (
+    api_versions,
+    configs,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producers,
+    sasl,
+    topics,
+    transactions,
+)
 from .base import Api, RequestContext
 
-MODULES = (produce, fetch, metadata, offsets, groups, sasl, api_versions, topics, transactions)
+MODULES = (produce, fetch, metadata, offsets, groups, sasl, api_versions, topics, transactions, configs,
+           producers)
 #: api key -> its API
 HANDLERS: dict[int, Api] = {api.key: api for module in MODULES for api in module.APIS}
 #: api key -> (lowest, highest) version supported; docs/kafka-protocol.md lists them

@@ -25,6 +25,7 @@ class Listener(Protocol):
     groups: GroupCoordinator
     authorizer: Authorizer
     api_keys: list[dict[str, int]]
+    auto_create_topics: int
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (it blocks on the database or the store)."""

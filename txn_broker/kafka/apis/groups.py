@@ -1,5 +1,5 @@
 """Group membership: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
-DescribeGroups (15) and ListGroups (16), answered by the group's coordinator
+DescribeGroups (15), ListGroups (16) and DeleteGroups (42), answered by the group's coordinator
 (txn_broker/kafka/groups.py) in the listener that owns the group."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ async def join_group(server: Listener, ctx: RequestContext, req: Any) -> Payload
     early = _refused_or_elsewhere(server, ctx, req.group_id)
     if early is not None:
         return early
-    return await server.groups.join(req, ctx.version)
+    return await server.groups.join(req, ctx.version, ctx.head.client_id or "", ctx.client_host)
 
 
 async def sync_group(server: Listener, ctx: RequestContext, req: Any) -> Payload:
@@ -54,11 +54,14 @@ async def leave_group(server: Listener, ctx: RequestContext, req: Any) -> Payloa
     early = _refused_or_elsewhere(server, ctx, req.group_id)
     if early is not None:
         return early
-    members = [m.member_id for m in req.members] if hasattr(req, "members") else [req.member_id]
-    codes = [server.groups.leave(req.group_id, m) for m in members]
+    # v3+: members by member id, or by group.instance.id for static members (KIP-345)
+    members = [(m.member_id or server.groups.static_member(req.group_id, m.group_instance_id)
+                if m.group_instance_id else m.member_id, m.group_instance_id)
+               for m in req.members] if hasattr(req, "members") else [(req.member_id, None)]
+    codes = [server.groups.leave(req.group_id, m) for m, _ in members]
     return {"throttle_time": 0, "error_code": codes[0] if len(codes) == 1 else ErrorCode.none,
-            "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
-                        for m, c in zip(members, codes, strict=True)]}
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": c}
+                        for (m, i), c in zip(members, codes, strict=True)]}
 
 
 async def list_groups(server: Listener, ctx: RequestContext, req: Any) -> Payload:
@@ -90,7 +93,8 @@ async def describe_groups(server: Listener, ctx: RequestContext, req: Any) -> Pa
             continue
         group = server.groups.groups.get(group_id)
         members = [] if group is None else [
-            {"member_id": m.member_id, "group_instance_id": None, "client_id": "", "client_host": "",
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+             "client_host": m.client_host,
              "member_metadata": dict(m.protocols).get(group.protocol or "", b""),
              "member_assignment": m.assignment} for m in group.members.values()]
         out.append({"error_code": ErrorCode.none, "group_id": group_id,
@@ -101,6 +105,25 @@ async def describe_groups(server: Listener, ctx: RequestContext, req: Any) -> Pa
     return {"throttle_time": 0, "groups": out}
 
 
+async def delete_groups(server: Listener, ctx: RequestContext, req: Any) -> Payload:
+    """Kafka's DeleteGroups: a group with members is NON_EMPTY_GROUP; one with neither
+    members nor committed offsets GROUP_ID_NOT_FOUND."""
+    results = []
+    for group_id in req.groups_names:
+        if not allows(server, ctx, Operation.DELETE, ResourceType.GROUP, group_id):
+            code = ErrorCode.group_authorization_failed
+        elif server.not_coordinator(group_id):
+            code = ErrorCode.not_coordinator
+        elif server.groups.active(group_id):
+            code = ErrorCode.non_empty_group
+        else:
+            _, code = await server.attempt(server.backend.delete_group, group_id)
+            if code == ErrorCode.none:
+                server.groups.forget(group_id)
+        results.append({"group_id": group_id, "error_code": code})
+    return {"throttle_time": 0, "results": results}
+
+
 APIS = (
     Api(11, "JoinGroup", 0, 7, join_group),
     Api(12, "Heartbeat", 0, 4, heartbeat),
@@ -108,4 +131,5 @@ APIS = (
     Api(14, "SyncGroup", 0, 5, sync_group),
     Api(15, "DescribeGroups", 0, 5, describe_groups),
     Api(16, "ListGroups", 0, 4, list_groups),
+    Api(42, "DeleteGroups", 0, 2, delete_groups),
 )

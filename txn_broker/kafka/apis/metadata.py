@@ -34,6 +34,10 @@ async def metadata(server: Listener, ctx: RequestContext, req: Any) -> Payload:
                 found.append((name, None, ErrorCode.topic_authorization_failed))
                 continue
             info, code = await server.attempt(server.backend.topic, name)
+            if code == ErrorCode.unknown_topic_or_partition and _may_auto_create(server, ctx, req, name):
+                info, code = await server.attempt(server.backend.create_topic, name, server.auto_create_topics, {})
+                if code == ErrorCode.topic_already_exists:  # created meanwhile by another client
+                    info, code = await server.attempt(server.backend.topic, name)
             found.append((name, info, code))
     with_topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))
     for name, info, code in found:
@@ -52,6 +56,14 @@ async def metadata(server: Listener, ctx: RequestContext, req: Any) -> Payload:
         if getattr(req, "include_cluster_authorized_operations", False) else NOT_REQUESTED
     return {"throttle_time": 0, "brokers": [node_entry(n) for n in nodes], "cluster_id": CLUSTER_ID,
             "controller_id": nodes[0].node_id, "topics": topics, "cluster_authorized_operations": cluster_ops}
+
+
+def _may_auto_create(server: Listener, ctx: RequestContext, req: Any, name: str) -> bool:
+    """Kafka's auto.create.topics.enable: the listener's flag, the request's
+    allow_auto_topic_creation (v4+), and CREATE on the cluster or the topic."""
+    return bool(server.auto_create_topics) and bool(getattr(req, "allow_auto_topic_creation", True)) and (
+        allows(server, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        or allows(server, ctx, Operation.CREATE, ResourceType.TOPIC, name))
 
 
 async def find_coordinator(server: Listener, ctx: RequestContext, req: Any) -> Payload:

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from ..security import MECHANISMS
 from .base import Api, Listener, Payload, RequestContext
 
 
 async def sasl_handshake(server: Listener, ctx: RequestContext, req: Any) -> Payload:
-    # v0 (the mechanism's tokens then come as bare frames) and v1 are both advertised, as
-    # Kafka does; librdkafka up to 2.0 refuses to authenticate when v0 is missing. Clients
-    # of v0 still send SaslAuthenticate when the broker has it, which every client here
-    # does (librdkafka, the Java client, kafka-python and aiokafka all do).
+    # v0 (the mechanism's tokens then come as bare frames, server.py) and v1 are both
+    # advertised, as Kafka does: librdkafka up to 2.0 refuses to authenticate without v0
     assert ctx.session is not None
-    return {"error_code": ctx.session.handshake(req.mechanism), "mechanisms": list(MECHANISMS)}
+    code = ctx.session.handshake(req.mechanism)
+    if ctx.version == 0 and code == ErrorCode.none:
+        ctx.session.bare_tokens = True
+    return {"error_code": code, "mechanisms": list(MECHANISMS)}
 
 
 async def sasl_authenticate(server: Listener, ctx: RequestContext, req: Any) -> Payload:
@@ -25,7 +28,7 @@ async def sasl_authenticate(server: Listener, ctx: RequestContext, req: Any) -> 
 
 
 APIS = (
-    Api(17, "SaslHandshake", 1, 1, sasl_handshake),
+    Api(17, "SaslHandshake", 0, 1, sasl_handshake),
     Api(36, "SaslAuthenticate", 0, 2, sasl_authenticate),
 )
 #: the keys answered only when SASL is configured

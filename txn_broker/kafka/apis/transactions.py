@@ -8,9 +8,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...models import OffsetAndMetadata
 from ...states import is_open
 from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..errors import error_code
 from .base import Api, Listener, Payload, RequestContext, allows
+from .offsets import committed_value
 
 TID_REFUSED = ErrorCode.transactional_id_authorization_failed
 
@@ -68,7 +71,7 @@ async def add_offsets_to_txn(server: Listener, ctx: RequestContext, req: Any) ->
 
 async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     codes: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     refused = TID_REFUSED if not _may_write(server, ctx, req.transactional_id) else (
         ErrorCode.group_authorization_failed if not allows(server, ctx, Operation.READ, ResourceType.GROUP,
                                                            req.group_id) else None)
@@ -79,14 +82,12 @@ async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> 
             if refused is not None or topic_refused:
                 codes[key] = refused if refused is not None else ErrorCode.topic_authorization_failed
                 continue
-            _, codes[key] = await server.attempt(server.backend.check_offset, t.name, key[1], int(p.committed_offset))
-            if codes[key] == ErrorCode.none:
-                offsets[key] = int(p.committed_offset)
+            offsets[key] = committed_value(p)
     if offsets:
-        _, code = await server.attempt(server.backend.txn_offset_commit, req.transactional_id, int(req.producer_id),
-                                       int(req.producer_epoch), req.group_id, offsets)
+        failed, code = await server.attempt(server.backend.txn_offset_commit, req.transactional_id,
+                                            int(req.producer_id), int(req.producer_epoch), req.group_id, offsets)
         for key in offsets:
-            codes[key] = code
+            codes[key] = code if failed is None else error_code(failed[key]) if key in failed else ErrorCode.none
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                          "error_code": codes[(t.name, int(p.partition_index))]}

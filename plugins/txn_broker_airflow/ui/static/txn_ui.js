@@ -528,12 +528,20 @@
       var schema = $("topic-schema");
       schema.replaceChildren.apply(schema, t.schema.map(function (f) {
         return el("tr", null, el("td", {class: "mono"}, f.name), el("td", {class: "mono"}, f.type),
-          el("td", null, f.nullable ? "yes" : "no"));
+          el("td", null, f.nullable ? "yes" : "no"), el("td", {class: "num"}, f.id === null ? "–" : num(f.id)));
+      }));
+      $("topic-schema-version").textContent = "version " + t.schema_version;
+      var versions = $("topic-schema-versions");
+      versions.replaceChildren.apply(versions, t.schema_versions.map(function (v) {
+        return el("tr", null, el("td", {class: "num"}, num(v.version)),
+          el("td", {class: "nowrap"}, ago(v.created_ms, t.now_ms)), el("td", {class: "mono"}, v.created_by),
+          el("td", {class: "mono small"}, v.columns.join(", ")));
       }));
       var config = $("topic-config");
       config.replaceChildren.apply(config, Object.keys(t.config).sort().map(function (k) {
         var v = t.config[k];
-        return el("tr", null, el("td", {class: "mono"}, k), el("td", {class: "num"}, v < 0 ? "unlimited" : num(v)));
+        return el("tr", null, el("td", {class: "mono"}, k), el("td", {class: "num"},
+          typeof v !== "number" ? String(v) : v < 0 ? "unlimited" : num(v)));
       }));
     });
   }

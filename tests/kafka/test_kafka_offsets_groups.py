@@ -1,0 +1,134 @@
+"""Listener defects librdkafka's own tests found (issue 30), each shown with confluent-kafka
+(librdkafka): committed offsets keep their metadata and leader epoch and are answered per
+partition, past the log end too (0130, 0103, 0099); ListOffsets by a timestamp after the last
+record (0054); static membership (0102); DescribeGroups' client id and host (0081);
+Metadata's topic authorized operations (0081)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from _kafka_listener import wait_for
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def create(kafka, *topics: tuple[str, int]) -> AdminClient:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in admin.create_topics([NewTopic(name, n) for name, n in topics]).values():
+        future.result(15)
+    return admin
+
+
+def consumer(kafka, group: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", **extra})
+
+
+def test_committed_offsets_keep_metadata_epoch_and_answer_per_partition(kafka, backend):
+    create(kafka, ("meta", 2))
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(3):
+        p.produce("meta", value=b"x%d" % i, partition=0)
+    assert p.flush(15) == 0
+
+    c = consumer(kafka, "meta-group")
+    done = c.commit(offsets=[TopicPartition("meta", 0, 2, metadata="m0", leader_epoch=0)], asynchronous=False)
+    assert [tp.error for tp in done] == [None]
+    [got] = c.committed([TopicPartition("meta", 0)], 15)
+    assert (got.offset, got.metadata, got.leader_epoch) == (2, "m0", 0)
+
+    # past the log end: kept (was OFFSET_OUT_OF_RANGE); an unknown partition fails alone
+    with pytest.raises(KafkaException) as refused:
+        c.commit(offsets=[TopicPartition("meta", 0, 1000), TopicPartition("meta", 7, 1)], asynchronous=False)
+    assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert c.committed([TopicPartition("meta", 0)], 15)[0].offset == 1000  # committed all the same
+
+    # TxnOffsetCommit keeps them too (librdkafka 0103's do_test_consumer_producer_txn)
+    txn = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "meta-txn"})
+    txn.init_transactions(15)
+    txn.begin_transaction()
+    txn.send_offsets_to_transaction([TopicPartition("meta", 1, 0, metadata="in a txn", leader_epoch=0)],
+                                    c.consumer_group_metadata(), 15)
+    txn.commit_transaction(15)
+    [got] = c.committed([TopicPartition("meta", 1)], 15)
+    assert (got.offset, got.metadata, got.leader_epoch) == (0, "in a txn", 0)
+    c.close()
+
+
+def test_offsets_for_a_time_after_the_last_record_is_minus_one(kafka, backend):
+    create(kafka, ("times", 1))
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    now = int(time.time() * 1000)
+    for i in range(3):
+        p.produce("times", value=b"t", partition=0, timestamp=now - 3000 + i * 1000)
+    assert p.flush(15) == 0
+    c = consumer(kafka, "times-group")
+    [middle] = c.offsets_for_times([TopicPartition("times", 0, now - 2000)], 15)
+    assert middle.offset == 1
+    [after] = c.offsets_for_times([TopicPartition("times", 0, now + 3_600_000)], 15)
+    assert after.offset == -1  # was the log end (3)
+    c.close()
+
+
+def test_static_member_restart_keeps_the_group_stable(kafka, backend):
+    """KIP-345 (librdkafka 0102): a member with group.instance.id that comes back within the
+    session timeout takes its place again; the other member sees no rebalance. Describing
+    the group names each member's client id and host (0081)."""
+    admin = create(kafka, ("static", 2))
+    events: list[str] = []
+
+    def static(instance: str, client_id: str) -> Consumer:
+        c = consumer(kafka, "static-group", **{"group.instance.id": instance, "client.id": client_id,
+                                               "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+        return c
+
+    steady = static("steady", "steady-client")
+    steady.subscribe(["static"], on_assign=lambda _c, ps: events.append("assign"),
+                     on_revoke=lambda _c, ps: events.append("revoke"))
+    restarting = static("restarting", "first-client")
+    restarting.subscribe(["static"])
+
+    def both_assigned() -> bool:
+        steady.poll(0.1)
+        restarting.poll(0.1)
+        return len(steady.assignment()) == 1 and len(restarting.assignment()) == 1
+    wait_for(both_assigned, 30, "two members with a partition each")
+    before = restarting.assignment()
+    events.clear()
+
+    restarting.close()  # a static member leaves no LeaveGroup: its place is kept
+    back = static("restarting", "second-client")
+    back.subscribe(["static"])
+
+    def back_assigned() -> bool:
+        steady.poll(0.1)
+        back.poll(0.1)
+        return len(back.assignment()) == 1
+    wait_for(back_assigned, 20, "the restarted member assigned")
+    assert back.assignment() == before
+    deadline = time.monotonic() + 3  # several heartbeats of the steady member
+    while time.monotonic() < deadline:
+        steady.poll(0.2)
+        back.poll(0.1)
+    assert events == []  # no revoke, no new assignment: no rebalance
+
+    [group] = [f.result(15) for f in admin.describe_consumer_groups(["static-group"]).values()]
+    members = {m.group_instance_id: m for m in group.members}
+    assert {k: (m.client_id, m.host) for k, m in members.items()} == {
+        "steady": ("steady-client", "127.0.0.1"), "restarting": ("second-client", "127.0.0.1")}
+    steady.close()
+    back.close()
+
+
+def test_metadata_answers_topic_authorized_operations(kafka, backend):
+    admin = create(kafka, ("ops", 1))
+    [described] = [f.result(15) for f in admin.describe_topics(
+        TopicCollection(["ops"]), include_authorized_operations=True).values()]
+    # no ACLs: every operation on a topic, as Kafka without an authoriser answers (was none)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+        AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}

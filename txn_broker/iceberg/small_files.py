@@ -1,0 +1,125 @@
+"""Rewriting a table's small data files into larger ones: the shared planner and executor of
+:mod:`txn_broker.rewrite`, with an Iceberg target. Each group of consecutive small files of
+a partition becomes one file of about ``iceberg.target.file.bytes``, swapped in by one
+snapshot that deletes the inputs and adds the output (the same rows, the same offsets: its
+summary keeps ``txn-broker.offsets`` and says ``txn-broker.rewrite: replace``; Iceberg's own
+``replace`` operation is what it is, but pyiceberg 0.12 writes it as ``overwrite``). The
+commit fails if the table changed since it was read (another publish, an expiry, a second
+rewrite), and the output is then deleted; the inputs stay in the table's older snapshots,
+and gc deletes them once no retained snapshot references them.
+
+A publisher that runs often writes a small file per partition per round; merging every
+round would rewrite the same bytes again and again, so a group is rewritten once it has
+:data:`MIN_INPUTS` files or reaches about the target size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..rewrite import NEAR_TARGET, RewriteFile, RewriteGroup, plan_rewrite, run_rewrite
+from .files import WrittenFile, conform, write_data_file
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+#: the summary key marking a snapshot that rewrote files and changed no row
+REWRITE_PROPERTY = "txn-broker.rewrite"
+#: a group of small files is rewritten once it has this many files (or about the target size)
+MIN_INPUTS = 8
+
+
+@dataclass
+class _IcebergFiles:
+    """One partition's data files as a :class:`txn_broker.rewrite.RewriteTarget`."""
+
+    table: Table
+    schema: pa.Schema
+    partition: int
+    files: dict[str, DataFile]
+    properties: dict[str, str]
+
+    def read(self, group: RewriteGroup) -> Iterable[pa.Table]:
+        for f in group.files:
+            with self.table.io.new_input(f.key).open() as stream:
+                yield conform(pq.read_table(stream), self.schema)
+
+    def write(self, group: RewriteGroup, tables: list[pa.Table]) -> WrittenFile:
+        rows = pa.concat_tables(tables)
+        offsets = rows.column("_offset")
+        return write_data_file(self.table, self.schema, rows, self.partition, offsets[0].as_py(),
+                               offsets[-1].as_py() + 1)
+
+    def swap(self, group: RewriteGroup, output: WrittenFile) -> bool:
+        from pyiceberg.exceptions import CommitFailedException
+
+        try:
+            with self.table.transaction() as txn:
+                # pyiceberg 0.12 cannot write Iceberg's ``replace`` operation (its summary
+                # code refuses it): an ``overwrite`` that deletes the inputs and adds the
+                # output, its summary saying ``txn-broker.rewrite: replace`` (no row changed)
+                properties = {**self.properties, REWRITE_PROPERTY: "replace"}
+                with txn.update_snapshot(snapshot_properties=properties).overwrite() as replace:
+                    for f in group.files:
+                        replace.delete_data_file(self.files[f.key])
+                    replace.append_data_file(output.data_file)
+        except CommitFailedException:
+            return False
+        return True
+
+    def discard(self, output: WrittenFile) -> None:
+        self.table.io.delete(output.path)
+
+
+def partition_files(table: Table) -> dict[int, list[DataFile]]:
+    """The current snapshot's data files per partition, in offset order."""
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.types import LongType
+
+    by_partition: dict[int, list[tuple[int, DataFile]]] = {}
+    for task in table.scan().plan_files():
+        lower = (task.file.lower_bounds or {}).get(3)
+        first = int(from_bytes(LongType(), lower)) if lower is not None else 0
+        by_partition.setdefault(int(task.file.partition[0]), []).append((first, task.file))
+    return {p: [f for _first, f in sorted(files, key=lambda x: x[0])] for p, files in by_partition.items()}
+
+
+def plan_small_files(files: list[DataFile], target_bytes: int) -> list[RewriteGroup]:
+    """The groups of one partition's files (offset order) to rewrite now. The files of a
+    partition cover consecutive published ranges (the offsets between two files are
+    aborted ones), so each is given as starting where the previous ends."""
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.types import LongType
+
+    planned: list[RewriteFile] = []
+    for f in files:
+        upper = (f.upper_bounds or {}).get(3)
+        end = int(from_bytes(LongType(), upper)) + 1 if upper is not None else 0
+        start = planned[-1].end if planned else 0
+        planned.append(RewriteFile(f.file_path, start, max(end, start), int(f.file_size_in_bytes)))
+    return [g for g in plan_rewrite(planned, target_bytes)
+            if len(g.files) >= MIN_INPUTS or g.size >= NEAR_TARGET * target_bytes]
+
+
+def rewrite_small_files(table: Table, schema: pa.Schema, target_bytes: int, properties: dict[str, str]) -> int:
+    """Rewrite the table's groups of small files (module docstring); returns how many
+    groups were swapped in. Stops at the first refused swap (the table changed: the next
+    publish plans again)."""
+    done = 0
+    for partition, files in sorted(partition_files(table).items()):
+        by_path = {f.file_path: f for f in files}
+        for group in plan_small_files(files, target_bytes):
+            target = _IcebergFiles(table, schema, partition, by_path, properties)
+            result = run_rewrite(target, group)
+            if result.conflict:
+                return done
+            if result.swapped:
+                done += 1
+                table = table.refresh()
+    return done
