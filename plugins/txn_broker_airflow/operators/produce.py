@@ -31,6 +31,7 @@ from airflow.sdk import BaseOperator
 from ..assets import topic_asset
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ingest import callable_table, detect_format, fingerprint, read_file, resolve_sources
+from ..lineage import TxnBrokerLineageMixin
 from ..loading import import_callable
 from ..stats import AIRFLOW_CLIENT_METRICS
 from ..topic_setup import declared_topics, set_up_topics
@@ -50,7 +51,7 @@ def marker_group(identity: dict[str, Any]) -> str:
     return MARKER_GROUP_PREFIX + digest[:40]
 
 
-class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
+class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, BaseOperator):
     """Ingest ``source`` (paths or glob patterns of CSV, JSON-lines or Parquet files; the
     format comes from the suffix unless ``format`` is given) or the output of
     ``python_callable`` (a dotted path; called with ``op_kwargs``; returns a pyarrow Table
@@ -122,6 +123,13 @@ class ProduceToTopicOperator(TransactionalOperatorMixin, BaseOperator):
             return self._ingest(broker, tid, context)
         finally:
             hook.close()
+
+    # OpenLineage (lineage.py): the topic is the output, with the records this run committed
+    def lineage_topics(self) -> tuple[list[str], list[str]]:
+        return [], [self.topic]
+
+    def lineage_output_statistics(self, result: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
+        return {self.topic: (int(result.get("records_out", 0)), None)} if result else {}
 
     def _callable_identity(self, context: Context) -> dict[str, Any]:
         if self.idempotency_key:

@@ -24,6 +24,7 @@ from airflow.sdk import BaseOperator
 from ..errors import LoadStalledError
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ids import transactional_id_for
+from ..lineage import TxnBrokerLineageMixin, table_dataset
 from ..stats import AIRFLOW_CLIENT_METRICS
 from ..warehouse import Sink, open_sink, resolve_target
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from txn_broker import Broker, TopicPartition
 
 
-class TopicToPostgresOperator(BaseOperator):
+class TopicToPostgresOperator(TxnBrokerLineageMixin, BaseOperator):
     """Load the records of ``topic`` committed since the last load into ``table``.
 
     Target database: ``postgres_conn_id`` (Postgres provider connection), else
@@ -97,6 +98,18 @@ class TopicToPostgresOperator(BaseOperator):
             target.engine.dispose()
             hook.close()
         return {**summary, "target": target.description, "target_is_fallback_sqlite": target.fallback}
+
+    # OpenLineage (lineage.py): the topic in, the table out (OpenLineage's naming of its database)
+    def lineage_topics(self) -> tuple[list[str], list[str]]:
+        return [self.topic], []
+
+    def lineage_other_datasets(self, result: dict[str, Any] | None) -> tuple[list[Any], list[Any]]:
+        target = resolve_target(self.postgres_conn_id, self.warehouse_url)
+        try:
+            rows = int(result["rows_loaded"]) if result and "rows_loaded" in result else None
+            return [], [table_dataset(target.engine.url, self.db_schema, self.table, rows)]
+        finally:
+            target.engine.dispose()
 
     def _load(self, broker: Broker, sink: Sink, group: str) -> dict[str, Any]:
         from txn_broker import TopicPartition
