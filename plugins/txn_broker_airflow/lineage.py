@@ -126,7 +126,10 @@ class TxnBrokerLineageMixin:
             run_facets: dict[str, Any] = {}
             running = getattr(self, "running_transaction", None)
             if task_instance is not None and running is not None:
-                run_facets[TRANSACTION_FACET] = self._transaction_facet(broker, running)
+                try:
+                    run_facets[TRANSACTION_FACET] = self._transaction_facet(broker, running)
+                except Exception:  # noqa: BLE001 - lineage never fails a task (an id never initialised)
+                    pass
             other_in, other_out = self.lineage_other_datasets(result)
             return OperatorLineage(inputs=[dataset(t, False) for t in inputs] + other_in,
                                    outputs=[dataset(t, True) for t in outputs] + other_out,
