@@ -28,7 +28,7 @@ def test_listener_metrics(backend, tmp_path):
     users = tmp_path / "users"
     users.write_text("alice:alice-secret\n")
     listener = Listener(backend.env, tmp_path / "serve.log", "--sasl-users", str(users),
-                        "--metrics-listen", "127.0.0.1:0")
+                        "--metrics-listen", "127.0.0.1:0", "--allow-everyone-if-no-acl-found")
     try:
         assert listener.proc.stdout is not None
         match = re.search(r"serving metrics at (http://\S+)", listener.proc.stdout.readline().decode())

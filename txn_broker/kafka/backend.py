@@ -195,11 +195,11 @@ class KafkaBackend:
         return dict(meta.config), defaults(self.broker.settings)
 
     def alter_configs(self, name: str, changes: dict[str, str | None], *, replace: bool,
-                      validate_only: bool) -> None:
+                      validate_only: bool, by: str) -> None:
         """AlterConfigs (``replace``: every config not given goes back to its default) and
         IncrementalAlterConfigs (only those given; None: back to the default), through
         ``Broker.alter_topic``: checked by the topic configs' table, nothing changed on a
-        refusal."""
+        refusal; recorded as made ``by`` the principal."""
         meta = self.broker._topics.get(name, refresh=True)
         defaults_now = defaults(self.broker.settings)
         reset = {k: defaults_now.get(k, KAFKA_IGNORED_CONFIGS.get(k)) for k in meta.config} if replace else {}
@@ -207,9 +207,9 @@ class KafkaBackend:
                               for k, v in changes.items()}}
         config = check_changes(wanted)  # a name Kafka does not know: InvalidConfigError
         if not validate_only and config:
-            self.broker.alter_topic(name, config=config, by="kafka-listener")
+            self.broker.alter_topic(name, config=config, by=by)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool, by: str) -> None:
         """CreatePartitions: the topic grows to ``count`` partitions (InvalidPartitionsError
         to shrink or keep the count, as Kafka refuses it)."""
         meta = self.broker._topics.get(name, refresh=True)
@@ -217,7 +217,7 @@ class KafkaBackend:
             raise InvalidPartitionsError(f"topic {name!r} has {meta.partition_count} partitions; "
                                          f"it can only grow (asked {count})")
         if not validate_only:
-            self.broker.alter_topic(name, partitions=count, by="kafka-listener")
+            self.broker.alter_topic(name, partitions=count, by=by)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:

@@ -153,13 +153,19 @@ async def _alter(server: Listener, ctx: RequestContext, req: Any, incremental: b
             else:
                 changes = {c.name: c.value for c in r.configs}
             await server.call(partial(server.backend.alter_configs, name, changes, replace=not incremental,
-                                      validate_only=bool(req.validate_only)))
+                                      validate_only=bool(req.validate_only), by=_by(ctx)))
         except TxnBrokerError as error:
             code = error_code(error)
             responses.append({**out, "error_code": code, "error_message": str(error)[:500]})
             continue
         responses.append(out)
     return {"throttle_time": 0, "responses": responses}
+
+
+def _by(ctx: RequestContext) -> str:
+    """Who a change through the listener is recorded as made by (``Broker.alter_topic``)."""
+    principal = ctx.principal
+    return f"{principal.name}@{principal.host} (kafka)"
 
 
 async def alter_configs(server: Listener, ctx: RequestContext, req: Any) -> Payload:

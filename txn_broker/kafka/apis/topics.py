@@ -48,7 +48,7 @@ async def create_partitions(server: Listener, ctx: RequestContext, req: Any) -> 
                             "error_message": None})
             continue
         _, code = await server.attempt(server.backend.create_partitions, t.name, int(t.count),
-                                       bool(req.validate_only))
+                                       bool(req.validate_only), f"{ctx.principal.name}@{ctx.principal.host} (kafka)")
         results.append({"name": t.name, "error_code": code, "error_message": None if code == 0 else code.name})
     return {"throttle_time": 0, "results": results}
 
