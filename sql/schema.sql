@@ -243,7 +243,7 @@ INSERT INTO counters (name, value) VALUES ('topic_id', 0);
 -- only on sqlite
 INSERT INTO counters (name, value) VALUES ('txn_id', 0);
 
--- Kafka's ACLs (0012), enforced by every `txn-broker serve` of the database: Kafka's codes for
+-- Kafka's ACLs (0009), enforced by every `txn-broker serve` of the database: Kafka's codes for
 -- the resource type, pattern type (3 literal, 4 prefixed), operation and permission (2 deny,
 -- 3 allow).
 CREATE TABLE kafka_acls (

@@ -1,4 +1,4 @@
--- 0012: Kafka's ACLs, enforced by every `txn-broker serve` of the database (txn_broker/kafka/acls.py):
+-- 0009: Kafka's ACLs, enforced by every `txn-broker serve` of the database (txn_broker/kafka/acls.py):
 -- Kafka's codes for the resource type, pattern type (3 literal, 4 prefixed), operation and
 -- permission (2 deny, 3 allow).
 CREATE TABLE kafka_acls (
