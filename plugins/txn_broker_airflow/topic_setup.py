@@ -4,9 +4,11 @@ anything slow (a Spark JVM) starts.
 
 ``TopicSpec(name, partitions, schema, config)`` (from ``txn_broker``, also exported by this
 package) is the seam: ``Broker.ensure_topics`` creates a missing topic with that shape and
-config, and checks an existing one against it (same partition count; same schema when one
-is given). So the same DAG sets itself up on a fresh broker and refuses to write into a
-topic that has another shape.
+config, and brings an existing one to it when the change keeps the topic's rules (a new
+schema version, more partitions: ``evolve=True``, recorded as made by the task). So the same
+DAG sets itself up on a fresh broker, carries its topic changes with it when it is
+deployed, and refuses to write into a topic whose shape it cannot evolve to
+(IncompatibleSchemaError naming the field and the rule).
 """
 
 from __future__ import annotations
@@ -48,13 +50,14 @@ def declared_topics(topics: Iterable[Any] | None, task: str) -> list[TopicSpec]:
 def set_up_topics(broker: Broker, specs: Sequence[TopicSpec], needed: Iterable[str], task: str,
                   conn_id: str) -> dict[str, str]:
     """Create or check the declared ``specs`` (``Broker.ensure_topics``), then check that
-    every topic in ``needed`` exists. Returns ``{topic: "created" | "exists"}`` for the
-    declared ones. Raises MissingTopicsError naming every missing topic, SchemaMismatchError
-    or InvalidConfigError for a declared topic that exists with another shape."""
-    done = broker.ensure_topics(list(specs)) if specs else {}
+    every topic in ``needed`` exists. Returns ``{topic: "created" | "exists" | "evolved"}`` for the
+    declared ones (``"evolved"``: altered to its declaration). Raises MissingTopicsError
+    naming every missing topic, IncompatibleSchemaError or InvalidPartitionsError for a
+    declared topic that cannot be evolved to its declaration (nothing changed)."""
+    done = broker.ensure_topics(list(specs), evolve=True, by=f"airflow:{task}") if specs else {}
     for name, outcome in sorted(done.items()):
-        if outcome == "created":
-            log.info("created topic %s (declared by task %s)", name, task)
+        if outcome in ("created", "evolved"):
+            log.info("%s topic %s (declared by task %s)", outcome, name, task)
     existing = set(broker.list_topics())
     missing = [t for t in dict.fromkeys(needed) if t not in existing]
     if missing:
