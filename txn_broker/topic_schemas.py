@@ -301,6 +301,8 @@ def to_version(data: object, schema: pa.Schema, topic: str) -> pa.Table:
         return _labelled(to_table(data, schema, topic), schema)
     present = pa.schema([f for f in schema if f.name in given])
     if len(present) == 0:
+        if isinstance(data, list):  # dicts that name no column: records of nulls (every column nullable here)
+            return _labelled(to_table(data, schema, topic), schema)
         raise SchemaMismatchError(f"records for topic {topic!r} hold none of its columns {schema.names}")
     table = to_table(data, present, topic)
     columns = [table.column(f.name) if f.name in given else pa.chunked_array([missing(table.num_rows, f)], f.type)

@@ -93,7 +93,8 @@ class AirflowSite:
                                  "results:\n" + "\n".join(output.splitlines()[-150:]))
         results = []
         for line in lines:
-            data = json.loads(line[len("DAG_RESULT "):])
+            # the result's own JSON; a log line another thread wrote meanwhile may follow it
+            data, _end = json.JSONDecoder().raw_decode(line[len("DAG_RESULT "):])
             results.append(DagResult(data["state"], data["run_id"], data["tasks"], data["xcom"], output))
         return results
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 import pyarrow as pa
 import pytest
@@ -30,6 +31,7 @@ from txn_broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from txn_broker.log.segment_format import COMPRESSION_TYPES
+from txn_broker.topic_configs import check_changes
 
 pytestmark = pytest.mark.integration
 
@@ -90,8 +92,8 @@ def test_topic_names(broker, name):
 @given(tid=names, group=names)
 def test_transactional_and_group_ids(broker, tid, group):
     """Any printable id is stored verbatim (bound, never spliced into SQL); others are refused."""
-    ok_id = 0 < len(tid) <= 249 and not re.search(r"[\x00-\x1f\x7f]", tid) and _utf8(tid)
-    ok_group = 0 < len(group) <= 249 and not re.search(r"[\x00-\x1f\x7f]", group) and _utf8(group)
+    ok_id = 0 < len(tid) <= 249 and not _controls(tid) and _utf8(tid)
+    ok_group = 0 < len(group) <= 249 and not _controls(group) and _utf8(group)
     topic = unique()
     broker.create_topic(topic)
     try:
@@ -116,6 +118,12 @@ def test_transactional_and_group_ids(broker, tid, group):
     assert broker.describe_transaction(tid).transactional_id == tid
     assert broker.committed_offsets(group, [TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 0}
     assert group in broker.list_groups()
+
+
+def _controls(text: str) -> bool:
+    """Whether ``text`` holds a Unicode control or format character or a line or paragraph
+    separator (categories Cc, Cf, Zl, Zp): what ids refuse (docs/semantics.md)."""
+    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
 def _utf8(text: str) -> bool:
@@ -376,5 +384,7 @@ def test_topic_configs_and_partition_counts(broker, config, partitions):
         return
     described = broker.describe_topic(topic)
     assert len(described.partitions) == partitions
-    assert all(v == -1 or v > 0 for k, v in described.config.items() if k != "compression.type")
+    sizes = ("retention.ms", "retention.bytes", "max.message.bytes", "segment.bytes")
+    assert all(described.config[k] == -1 or described.config[k] > 0 for k in sizes)
+    assert check_changes(described.config) == described.config  # every stored value is a valid one
     assert described.config["compression.type"] in COMPRESSION_TYPES
