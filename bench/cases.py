@@ -1,5 +1,5 @@
-"""The benchmark cases of issue 9 (and later issues: case 10, compaction, issue 29), by number, and
-where each one runs."""
+"""The benchmark cases of issue 9 (and later issues: case 10, compaction, issue 29; case 11,
+schema evolution, issue 26), by number, and where each one runs."""
 
 from __future__ import annotations
 
@@ -47,4 +47,6 @@ CASES = {c.number: c for c in [
          "≥ 0.5× produce (idempotent, transactional) and consume"),
     Case(10, "small transactions: read_committed after compact", "case_compaction",
          "≥ 0.8× the same records written as one transaction per partition"),
+    Case(11, "read_committed consume across 5 schema versions vs one version", "case_evolve",
+         "throughput ratio ≥ 0.90"),
 ]}

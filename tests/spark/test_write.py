@@ -12,6 +12,7 @@ import pytest
 from spark_helpers import consume_all, produce, registered_keys, stored_keys
 
 import txn_broker.spark as ts
+from txn_broker import field_id, with_field_id
 from txn_broker.errors import (
     InvalidConfigError,
     ProducerFencedError,
@@ -74,7 +75,7 @@ def test_bad_writes_fail_before_any_upload(spark, broker) -> None:  # type: igno
     good = frame(spark, 20)
     cases = [
         (good.withColumn("amount", F.col("amount").cast("int")), SchemaMismatchError, "the topic needs bigint"),
-        (good.drop("ts"), SchemaMismatchError, "missing column 'ts'"),
+        (good.drop("ts").withColumn("ts", F.lit("x")), SchemaMismatchError, "the topic needs timestamp"),
         (good.withColumn("extra", F.lit(1)), SchemaMismatchError, "extra column"),
     ]
     for df, kind, text in cases:
@@ -166,3 +167,47 @@ def test_a_failed_job_registers_nothing(spark, broker) -> None:  # type: ignore[
     assert len(stored_keys(broker)) > 0  # the tasks that succeeded (and failed attempts) uploaded: orphans
     produce(broker, "partial", [{"order_id": "later", "amount": 1, "ts": 0}])
     assert consume_all(broker, "partial").column("order_id").to_pylist() == ["later"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_dataframe_in_an_older_allowed_version_is_written_in_the_latest(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    """As ``producer.send`` (the same rules): a DataFrame in the version before the latest
+    (``payer``, renamed ``customer`` in the latest by field id; no ``note``, added nullable)
+    is converted to the latest; one in no version the mode allows is refused before any
+    task runs, nothing written."""
+    from pyspark.sql import functions as F
+
+    v1 = pa.schema([("id", pa.int64()), ("payer", pa.string()), ("amount", pa.int64())])
+    broker.create_topic("payments", partitions=2, schema=v1)
+    latest = broker.describe_topic("payments").schema
+    broker.alter_topic("payments", schema=pa.schema([
+        latest.field("id"), with_field_id(pa.field("customer", pa.string()), field_id(latest.field("payer"))),
+        latest.field("amount"), pa.field("note", pa.string())]))
+    old = spark.createDataFrame(pa.table({"id": pa.array(range(40), pa.int64()),
+                                          "payer": [f"p{i}" for i in range(40)],
+                                          "amount": pa.array([i * 10 for i in range(40)], pa.int64())})).repartition(2)
+    writer(old, broker, "payments", **{"key.column": "customer"}).save()
+    new = spark.createDataFrame(pa.table({"id": pa.array([40], pa.int64()), "customer": ["c40"],
+                                          "amount": pa.array([400], pa.int64()), "note": ["new"]}))
+    writer(new, broker, "payments").save()
+    out = consume_all(broker, "payments").sort_by("id")
+    assert out.column_names[4:] == ["id", "customer", "amount", "note"]
+    assert out.column("customer").to_pylist() == [f"p{i}" for i in range(40)] + ["c40"]
+    assert out.column("amount").to_pylist() == [i * 10 for i in range(41)]
+    assert out.column("note").to_pylist() == [None] * 40 + ["new"]
+    # keyed by the latest version's column, as the producer partitions
+    assert np.array_equal(np.asarray(out.column("_partition").to_pylist()), key_partitions(out.column("customer"), 2))
+    before = registered_keys(broker, "payments")
+
+    refused = [old.withColumn("amount", F.col("amount").cast("string")),  # in no version
+               old.withColumn("extra", F.lit(1))]
+    for df in refused:
+        with pytest.raises(Exception, match="does not match topic 'payments'") as caught:
+            writer(df, broker, "payments").save()
+        assert isinstance(broker_error(caught.value), SchemaMismatchError)
+    broker.alter_topic("payments", config={"schema.compatibility": "NONE"})  # the latest version only now
+    with pytest.raises(Exception, match="missing column 'customer'") as caught:
+        writer(old, broker, "payments").save()
+    assert isinstance(broker_error(caught.value), SchemaMismatchError)
+    assert registered_keys(broker, "payments") == before and stored_keys(broker, "payments") == before
+    assert consume_all(broker, "payments").num_rows == 41

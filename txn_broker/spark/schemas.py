@@ -6,21 +6,26 @@ columns. Reading several topics returns the union of their columns by name (firs
 first); a column a topic lacks is null in its rows; a column two topics type differently is
 a SchemaMismatchError.
 
-A write needs every column of the topic, each with the Spark type the topic's Arrow type
-maps to (``pyarrow int64`` <-> ``bigint``, ``timestamp[ms, tz=UTC]`` <-> ``timestamp``, ...).
-The broker's own columns (``_topic`` ... ``_timestamp``, from a read) are dropped; any other
-extra column is an error, as it is for ``producer.send``. Timestamps are truncated to the
-topic's precision.
+A write takes a DataFrame as ``producer.send`` takes a table, by the same function
+(:func:`txn_broker.topic_schemas.conform_send`): in the latest schema version or an older one
+the topic's ``schema.compatibility`` lets writers send in, a nullable or defaulted column it
+lacks filled, converted to the latest version. A column counts as having a version's type when
+it has the Spark type that Arrow type maps to (``pyarrow int64`` <-> ``bigint``,
+``timestamp[ms, tz=UTC]`` <-> ``timestamp``, ...); timestamps are truncated to the topic's
+precision. The broker's own columns (``_topic`` ... ``_timestamp``, from a read) are dropped;
+any other extra column is an error, as it is for ``producer.send``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from ..log.segment_format import METADATA_COLUMNS, read_schema
+from ..topic_schemas import SchemaVersion, conform_send
 
 
 def spark_type(arrow_type: pa.DataType, where: str) -> Any:
@@ -124,10 +129,64 @@ def write_columns(df_schema: Any, topic_schema: pa.Schema, topic: str) -> list[s
     return dropped
 
 
-def conform_batch(batch: pa.RecordBatch, topic_schema: pa.Schema, topic: str) -> pa.Table:
-    """One batch from Spark as a table of exactly the topic's schema (executor side)."""
+def _same_spark_type(arrow_type: pa.DataType, spark: Any) -> bool:
+    try:
+        want = spark_type(arrow_type, "")
+    except SchemaMismatchError:
+        return False
+    return bool(want == spark or want.simpleString() == spark.simpleString())
+
+
+def send_schema(df_schema: Any, versions: Mapping[int, SchemaVersion]) -> pa.Schema:
+    """The DataFrame's own columns (the broker's dropped) as the Arrow schema of the send
+    they make: each column with the Arrow type of a field of its name in the topic's
+    versions (newest first) that maps to the column's Spark type, so that Spark's
+    representation (microsecond timestamps, ...) is not a type of its own; else with the
+    type Spark's Arrow conversion gives it."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for f in df_schema.fields:
+        if f.name in METADATA_COLUMNS:
+            continue
+        arrow = next((v.schema.field(f.name).type for _, v in sorted(versions.items(), reverse=True)
+                      if f.name in v.schema.names and _same_spark_type(v.schema.field(f.name).type, f.dataType)),
+                     None)
+        if arrow is None:
+            try:
+                arrow = to_arrow_type(f.dataType)
+            except Exception as error:  # pyspark raises its own error classes for unsupported types
+                raise SchemaMismatchError(f"column {f.name!r} is {f.dataType.simpleString()}, which no topic "
+                                          f"column can hold: {type(error).__name__}") from None
+        fields.append(pa.field(f.name, arrow, f.nullable))
+    return pa.schema(fields)
+
+
+def check_write(df_schema: Any, versions: Mapping[int, SchemaVersion], latest: int, mode: str,
+                topic: str) -> pa.Schema:
+    """Driver side: whether a DataFrame of ``df_schema`` can be written to ``topic``, by the
+    producer's rules (:func:`conform_send` on no rows); SchemaMismatchError, naming what
+    differs from the latest version, when not. Returns the Arrow schema its batches are
+    sent as (:func:`send_schema`)."""
+    sent = send_schema(df_schema, versions)
+    try:
+        conform_send(sent.empty_table(), versions, latest, mode, topic)
+    except SchemaMismatchError as error:
+        try:
+            write_columns(df_schema, versions[latest].schema, topic)
+        except SchemaMismatchError as against_latest:
+            raise SchemaMismatchError(f"{against_latest} [{error}]") from None
+        raise
+    return sent
+
+
+def conform_spark_batch(batch: pa.RecordBatch, sent: pa.Schema, versions: Mapping[int, SchemaVersion],
+                        latest: int, mode: str, topic: str) -> pa.Table:
+    """Executor side: one batch from Spark as a table of the latest version, by
+    :func:`conform_send` after its columns are cast from Spark's representation to
+    ``sent`` (:func:`check_write`'s schema; timestamps truncated)."""
     columns = []
-    for f in topic_schema:
+    for f in sent:
         column = batch.column(batch.schema.get_field_index(f.name))
         if not column.type.equals(f.type):
             truncate = pa.types.is_timestamp(f.type) or pa.types.is_time(f.type)
@@ -135,8 +194,5 @@ def conform_batch(batch: pa.RecordBatch, topic_schema: pa.Schema, topic: str) ->
                 column = column.cast(f.type, safe=not truncate)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
                 raise SchemaMismatchError(f"column {f.name!r} of topic {topic!r}: {error}") from None
-        if not f.nullable and column.null_count:
-            raise SchemaMismatchError(f"column {f.name!r} of topic {topic!r} is not nullable; "
-                                      f"{column.null_count} row(s) are null")
         columns.append(column)
-    return pa.Table.from_arrays(columns, schema=topic_schema)
+    return conform_send(pa.Table.from_arrays(columns, schema=sent), versions, latest, mode, topic)

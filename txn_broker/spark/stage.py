@@ -39,7 +39,7 @@ from . import options as opts
 from .failures import broker_error
 from .offsets import OffsetRanges, resolve_offsets
 from .planning import count_visible
-from .schemas import write_columns
+from .schemas import check_write
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -131,7 +131,7 @@ class Stage:
         Raises SchemaMismatchError (before any task runs), ProducerFencedError, or the
         broker error that failed the Spark job."""
         meta = self.broker._topics.get(topic, refresh=True)
-        write_columns(df.schema, meta.schema, topic)
+        check_write(df.schema, meta.versions, meta.schema_version, meta.compatibility, topic)
         handle = self.producer.transaction_handle()
         writer = df.write.format("txn_topic").mode("append").option("topic", topic)
         writer = writer.options(**opts.connection_options(self.broker), **opts.transaction_options(handle))

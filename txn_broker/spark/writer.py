@@ -1,7 +1,9 @@
 """The ``txn_topic`` Spark data source: writing.
 
 * ``writer()`` (driver side) checks the options and the DataFrame's schema against the
-  topic, and that the producer it writes for is not fenced, before any task runs.
+  topic (the latest schema version, or an older one its ``schema.compatibility`` lets
+  writers send in, by the producer's own rules: batches are converted to the latest), and
+  that the producer it writes for is not fenced, before any task runs.
 * ``write()`` (each task, in the executors) turns the task's Arrow batches into segments:
   per target partition (``key.column`` hashed exactly as ``producer.send(key=...)`` does,
   so Spark and Python producers agree; without a key, the task fills one partition per
@@ -41,8 +43,9 @@ from ..log.segment_format import with_timestamp
 from ..log.segment_writer import build_and_upload
 from ..log.types import SegmentWrite, TransactionHandle
 from ..retry import retrying
+from ..topic_schemas import SchemaVersion
 from . import options as opts
-from .schemas import conform_batch, write_columns
+from .schemas import check_write, conform_spark_batch
 
 log = logging.getLogger(__name__)
 UPLOAD_THREADS = 4
@@ -70,6 +73,11 @@ class TopicTarget:
     compression: str = "uncompressed"
     #: the schema version ``schema_text`` is (segments record it)
     schema_version: int = 1
+    #: every schema version of the topic, ``schema.compatibility``, and the Arrow schema
+    #: the DataFrame's batches are sent as (the driver's check): what ``conform_send`` takes
+    versions: tuple[SchemaVersion, ...] = ()
+    compatibility: str = "BACKWARD"
+    send_schema_text: str = ""
 
 
 def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> TxnTopicWriter:
@@ -80,13 +88,15 @@ def make_writer(options: Mapping[str, str], schema: Any, overwrite: bool) -> Txn
     conn = opts.connection(options)
     with conn.open_broker() as broker:
         meta = broker._topics.get(write.topic, refresh=True)
-        write_columns(schema, meta.schema, write.topic)
+        sent = check_write(schema, meta.versions, meta.schema_version, meta.compatibility, write.topic)
         if write.key_column is not None and write.key_column not in meta.schema.names:
             raise SchemaMismatchError(f"key.column {write.key_column!r} is not a column of topic {write.topic!r}")
         if write.handle is not None:
             broker._coordinator.check_not_fenced(write.handle.identity)  # fail fast; commit checks under lock
     target = TopicTarget(meta.name, meta.topic_id, meta.partition_count, schema_to_text(meta.schema),
-                         meta.max_message_bytes, meta.compression, meta.schema_version)
+                         meta.max_message_bytes, meta.compression, meta.schema_version,
+                         tuple(meta.versions[v] for v in sorted(meta.versions)), meta.compatibility,
+                         schema_to_text(sent))
     return TxnTopicWriter(conn, target, write, uuid.uuid4().hex[:16])
 
 
@@ -153,6 +163,10 @@ class _TaskUpload:
         self.writer = writer
         self.target = writer.target
         self.schema = schema_from_text(writer.target.schema_text)
+        self.versions = {v.version: v for v in self.target.versions} or {
+            self.target.schema_version: SchemaVersion(self.target.schema_version, self.schema, 0, "")}
+        self.sent = (schema_from_text(self.target.send_schema_text) if self.target.send_schema_text
+                     else self.schema)
         self.store = writer.connection.storage().open_store()
         self.prefix = f"spark-{writer.write_id}-{task}-{attempt_id}"
         self.sticky = task % self.target.partition_count
@@ -167,7 +181,8 @@ class _TaskUpload:
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        table = conform_batch(batch, self.schema, self.target.name)
+        table = conform_spark_batch(batch, self.sent, self.versions, self.target.schema_version,
+                                    self.target.compatibility, self.target.name)
         check_record_sizes(table, self.target.max_message_bytes, self.target.name)
         table = with_timestamp(table, int(time.time() * 1000))
         self.records += table.num_rows
