@@ -361,7 +361,7 @@ def check_wheel_and_registration(site: Site) -> None:
     assert not [p for p in seen["sys_path"]  # type: ignore[union-attr]
                 if p.startswith(str(REPO)) and not p.startswith(site_packages)], seen["sys_path"]
     # ours, beside those of Airflow's own providers the extra brings (OpenLineage's)
-    assert [p for p in seen["plugins"] if p != "OpenLineageProviderPlugin"] == [PLUGIN]
+    assert ours_only(seen["plugins"]) == [PLUGIN]
     assert seen["import_errors"] == {}
     # DAG files import from the package itself (docs/first-pipeline.md); importing it loads
     # none of its submodules and no Spark until a name is used
@@ -394,9 +394,11 @@ def check_plugins_folder_and_package_register_once(site: Site, tmp_path: Path) -
             plugins = site.airflow_json(["plugins"], "airflow plugins (plugins folder too)", **extra)
             assert [p["name"] for p in plugins].count(PLUGIN) == 1, plugins  # type: ignore[union-attr,index]
         seen = inspect(site, f"inspect: plugins folder too, lazy={lazy}", **extra)
-        assert seen["plugins"] == [PLUGIN], seen
-        assert seen["import_errors"] == {}, seen["import_errors"]
-        assert seen["listeners"] == ["TxnBrokerFailureListener"] and seen["failed_hookimpls"] == 1, seen
+        assert ours_only(seen["plugins"]) == [PLUGIN], seen
+        # with lazy discovery off, Airflow registers the OpenLineage provider's plugin twice and
+        # says so: that provider's own matter, not an error of ours
+        assert ours_only(seen["import_errors"]) == [], seen["import_errors"]
+        assert ours_only(seen["listeners"]) == ["TxnBrokerFailureListener"] and seen["failed_hookimpls"] == 1, seen
 
 
 def check_example_dags_parse_and_orders_pipeline_runs(site: Site) -> None:
@@ -434,3 +436,9 @@ def check_example_dags_parse_and_orders_pipeline_runs(site: Site) -> None:
     with sqlite3.connect(site.broker_home / "warehouse.db") as warehouse:
         (loaded,) = warehouse.execute("SELECT count(*) FROM revenue_daily").fetchone()
     assert loaded == counts["revenue_daily"], (loaded, counts)
+
+
+def ours_only(names: object) -> list[str]:
+    """``names`` without those of Airflow's OpenLineage provider, which the ``airflow`` extra
+    brings (its plugin and listener are registered beside ours)."""
+    return [n for n in names if not str(n).startswith("OpenLineage")]  # type: ignore[union-attr]
