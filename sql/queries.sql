@@ -643,8 +643,8 @@ RETURNING node_id;
 UPDATE kafka_listeners SET heartbeat_ms = {now_ms} WHERE node_id = :node_id;
 
 -- live_kafka_listeners --
--- The listeners whose last heartbeat is recent
-SELECT node_id, host, port FROM kafka_listeners
+-- The listeners whose last heartbeat is recent, with its age
+SELECT node_id, host, port, {now_ms} - heartbeat_ms AS age_ms FROM kafka_listeners
 WHERE heartbeat_ms >= {now_ms} - :max_age_ms
 ORDER BY node_id;
 

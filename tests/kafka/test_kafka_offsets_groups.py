@@ -132,3 +132,43 @@ def test_metadata_answers_topic_authorized_operations(kafka, backend):
     assert set(described.authorized_operations) == {
         AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
         AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
+
+
+def test_txn_offset_commit_of_a_member_that_left_the_group_is_fenced(kafka, backend):
+    """KIP-447, found by the listener failover test: send_offsets_to_transaction with the group
+    metadata of a consumer that is no longer a member (it lost its partitions in a rebalance)
+    fails the transaction abortably, and its offsets are not committed; a current member's
+    commit goes through."""
+    create(kafka, ("fenced-in", 1))
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(4):
+        p.produce("fenced-in", value=b"%d" % i)
+    assert p.flush(15) == 0
+    member = consumer(kafka, "fenced-group", **{"isolation.level": "read_committed"})
+    member.subscribe(["fenced-in"])
+    wait_for(lambda: member.poll(0.2) is not None and member.assignment(), what="an assignment")
+    stale = member.consumer_group_metadata()
+    member.close()  # leaves the group: its metadata is a zombie's
+
+    copier = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "fenced-copier"})
+    copier.init_transactions(15)
+    copier.begin_transaction()
+    copier.produce("fenced-in", value=b"copied")
+    with pytest.raises(KafkaException) as refused:
+        copier.send_offsets_to_transaction([TopicPartition("fenced-in", 0, 2)], stale, 15)
+        copier.commit_transaction(15)
+    assert refused.value.args[0].txn_requires_abort(), refused.value
+    copier.abort_transaction(15)
+    check = consumer(kafka, "fenced-group")
+    assert check.committed([TopicPartition("fenced-in", 0)], 10)[0].offset < 0
+
+    current = consumer(kafka, "fenced-group")
+    current.subscribe(["fenced-in"])
+    wait_for(lambda: current.poll(0.2) is not None and current.assignment(), what="an assignment")
+    copier.begin_transaction()
+    copier.produce("fenced-in", value=b"copied")
+    copier.send_offsets_to_transaction([TopicPartition("fenced-in", 0, 3)], current.consumer_group_metadata(), 15)
+    copier.commit_transaction(15)
+    assert check.committed([TopicPartition("fenced-in", 0)], 10)[0].offset == 3
+    current.close()
+    check.close()

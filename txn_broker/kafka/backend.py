@@ -166,9 +166,11 @@ class KafkaBackend:
     def listener_heartbeat(self, node_id: int) -> None:
         self.broker._db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
 
-    def live_listeners(self, max_age_ms: int) -> list[Node]:
+    def live_listeners(self, max_age_ms: int) -> list[tuple[Node, int]]:
+        """The listeners that sent a heartbeat in the last ``max_age_ms``, each with the
+        age of its last heartbeat in milliseconds."""
         rows = self.broker._db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
-        return [Node(int(r.node_id), str(r.host), int(r.port)) for r in rows]
+        return [(Node(int(r.node_id), str(r.host), int(r.port)), int(r.age_ms)) for r in rows]
 
     def unregister_listener(self, node_id: int) -> None:
         self.broker._db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))

@@ -85,6 +85,24 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
+    def check_txn_member(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        """TxnOffsetCommit's check (KIP-447), as Kafka's coordinator makes it: offsets sent with
+        a consumer's group metadata (a member id, generation or group.instance.id) commit only
+        if that member is still in the group at that generation, so that a copier that lost its
+        partitions in a rebalance cannot commit its transaction over the new owner's."""
+        if generation < 0 and not member_id and not instance_id:
+            return ErrorCode.none  # offsets without a consumer group member (assign())
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.illegal_generation if generation >= 0 else ErrorCode.unknown_member_id
+        if instance_id and group.static.get(instance_id, member_id) != member_id:
+            return ErrorCode.fenced_instance_id
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
     # -- JoinGroup -------------------------------------------------------------------------
 
     async def join(self, req: Any, version: int, client_id: str = "", client_host: str = "") -> dict[str, Any]:

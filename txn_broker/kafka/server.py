@@ -63,6 +63,12 @@ class _Frame:
 #: listeners record a heartbeat this often; one silent for LISTENER_EXPIRY_MS is taken as down
 HEARTBEAT_S = 2.0
 LISTENER_EXPIRY_MS = 6000
+#: a listener taken as down stays in Metadata's list of brokers this long (leading no
+#: partition, coordinating no group). librdkafka's coordinator requests (TxnOffsetCommit of
+#: send_offsets_to_transaction, the admin client's group requests) wait on the broker they
+#: were named and ask again only when its connection attempts fail: once the broker leaves
+#: the metadata no attempt is made, and the request never ends.
+LISTENER_LISTED_MS = 60000
 #: Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 #: a response is written in slices of this size (see _serve_connection)
@@ -103,7 +109,9 @@ class KafkaServer:
         self.sasl_users = sasl_users
         self.sweep_interval_s = sweep_interval_s
         self.node_id = 0
+        #: the live listeners, and those also listed in Metadata (down for less than LISTENER_LISTED_MS)
         self.nodes: list[Node] = []
+        self.listed: list[Node] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.tls = tls
@@ -131,7 +139,7 @@ class KafkaServer:
             ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port)
-        self.nodes = await self.call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+        self._learn_nodes(await self.call(self.backend.live_listeners, LISTENER_LISTED_MS))
         await self.refresh_acls()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.groups.start()
@@ -166,10 +174,14 @@ class KafkaServer:
             await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.call(self.backend.listener_heartbeat, self.node_id)
-                self.nodes = await self.call(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+                self._learn_nodes(await self.call(self.backend.live_listeners, LISTENER_LISTED_MS))
                 await self.refresh_acls()  # changes made through another listener or the CLI
             except TxnBrokerError as error:
                 log.warning("listener heartbeat failed: %s", error)
+
+    def _learn_nodes(self, found: list[tuple[Node, int]]) -> None:
+        self.nodes = [node for node, age_ms in found if age_ms <= LISTENER_EXPIRY_MS]
+        self.listed = [node for node, _ in found]
 
     def live(self) -> list[Node]:
         """The live listeners, this one always among them, by node id."""
@@ -200,12 +212,14 @@ class KafkaServer:
         return Node(self.node_id, self.advertised_host, self.port)
 
     async def refresh_nodes(self) -> list[Node]:
-        """The live listeners, read afresh (the heartbeat's list if the database is not
-        answering)."""
-        fresh, _ = await self.attempt(self.backend.live_listeners, LISTENER_EXPIRY_MS)
+        """The brokers Metadata lists, read afresh (the heartbeat's list if the database is
+        not answering): the live listeners, then those down for less than LISTENER_LISTED_MS."""
+        fresh, _ = await self.attempt(self.backend.live_listeners, LISTENER_LISTED_MS)
         if fresh is not None:
-            self.nodes = fresh
-        return self.live()
+            self._learn_nodes(fresh)
+        live = self.live()
+        ids = {n.node_id for n in live}
+        return live + [n for n in self.listed if n.node_id not in ids]
 
     async def _sweep(self) -> None:
         """The coordinator's timers, as Kafka's coordinator runs them: a transaction open

@@ -71,12 +71,28 @@ async def add_offsets_to_txn(server: Listener, ctx: RequestContext, req: Any) ->
     return {"throttle_time": 0, "error_code": code}
 
 
+def _member_refused(server: Listener, req: Any) -> ErrorCode | None:
+    """A TxnOffsetCommit sent with a group member's metadata (v3+) is checked by the group's
+    coordinator against the group's members and generation (KIP-447)."""
+    generation = int(getattr(req, "generation_id", -1))
+    member_id = getattr(req, "member_id", "") or ""
+    instance_id = getattr(req, "group_instance_id", None)
+    if generation < 0 and not member_id and not instance_id:
+        return None
+    if server.not_coordinator(req.group_id):
+        return ErrorCode.not_coordinator
+    code = server.groups.check_txn_member(req.group_id, member_id, generation, instance_id)
+    return None if code == ErrorCode.none else code
+
+
 async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     codes: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     refused = TID_REFUSED if not _may_write(server, ctx, req.transactional_id) else (
         ErrorCode.group_authorization_failed if not allows(server, ctx, Operation.READ, ResourceType.GROUP,
                                                            req.group_id) else None)
+    if refused is None:
+        refused = _member_refused(server, req)
     for t in req.topics:
         topic_refused = not allows(server, ctx, Operation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:

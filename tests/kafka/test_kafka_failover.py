@@ -1,0 +1,170 @@
+"""Listener failover, on both backends: three `txn-broker serve` processes are one cluster
+(one database and storage). Two transactional copiers in a consumer group (confluent-kafka
+processes, kafka_group_copier.py: consume-transform-produce with send_offsets_to_transaction)
+and a read_committed consumer group work through them. The listener coordinating the
+copiers' group is SIGKILLed; later the next coordinator is SIGSTOPped past the session
+timeout and the listener expiry, then resumed. The clients move to the live listeners,
+the group rebalances, and the output topic ends up exactly the input: every record once, in
+each partition's order (every transaction committed exactly once or aborted)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from _kafka_listener import Listener, wait_for
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COPIER = Path(__file__).with_name("kafka_group_copier.py")
+PARTITIONS = 4
+PER_PARTITION = 100
+#: how long a SIGSTOPped listener stays stopped: past the copiers' session timeout (6 s) and
+#: the listener expiry (6 s, then up to a 2 s heartbeat for the others to notice)
+STOPPED_S = 9.0
+
+
+class Reader:
+    """A read_committed consumer group member polling ``output`` in a thread: what it saw,
+    by (partition, offset) (a rebalance may deliver a record again: the group commits
+    automatically, at least once)."""
+
+    def __init__(self, bootstraps: str) -> None:
+        self.seen: dict[tuple[int, int], bytes] = {}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstraps, "group.id": "readers",
+                                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                   "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                                   "socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 500,
+                                   "topic.metadata.refresh.interval.ms": 1000})
+        self._consumer.subscribe(["output"])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            m = self._consumer.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if not m.error().retriable() and m.error().code() != KafkaError._PARTITION_EOF:
+                    self.errors.append(str(m.error()))
+                continue
+            self.seen[(m.partition(), m.offset())] = m.value()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
+def coordinator_port(bootstraps: str, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstraps, "socket.timeout.ms": 5000})
+    return admin.describe_consumer_groups([group], request_timeout=10)[group].result(15).coordinator.port
+
+
+def commits(log: Path) -> int:
+    return log.read_text().count("committed") if log.exists() else 0
+
+
+def read_output(bootstraps: str) -> dict[int, list[bytes]]:
+    c = Consumer({"bootstrap.servers": bootstraps, "group.id": "verifier", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition("output", p, 0) for p in range(PARTITIONS)])
+    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(at_end) < PARTITIONS and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is None:
+            continue
+        if m.error():
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            at_end.add(m.partition())
+            continue
+        out[m.partition()].append(m.value())
+    c.close()
+    return out
+
+
+def describe_difference(got: list[bytes], want: list[bytes]) -> str:
+    duplicated = sorted({v for v in got if got.count(v) > 1})
+    missing = [v for v in want if v not in got]
+    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    return f"{len(got)} records, duplicated {duplicated}, missing {missing}, first difference at {first}"
+
+
+def test_listeners_killed_and_stopped_under_transactional_copiers(backend, tmp_path):
+    listeners = [Listener(backend.env, tmp_path / f"serve-{i}.log") for i in range(3)]
+    bootstraps = ",".join(lst.bootstrap for lst in listeners)
+    copiers: list[subprocess.Popen] = []
+    stopped: Listener | None = None
+    reader = None
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstraps})
+        for future in admin.create_topics([NewTopic("input", PARTITIONS), NewTopic("output", PARTITIONS)]).values():
+            future.result(15)
+        seed = Producer({"bootstrap.servers": bootstraps, "enable.idempotence": True, "linger.ms": 5})
+        expected = {p: [f"{p}-{i}".encode() for i in range(PER_PARTITION)] for p in range(PARTITIONS)}
+        for p, values in expected.items():
+            for value in values:
+                seed.produce("input", value=value, partition=p)
+        assert seed.flush(30) == 0
+
+        reader = Reader(bootstraps)
+        logs = [tmp_path / f"copier-{i}.log" for i in range(2)]
+        copiers = [subprocess.Popen([sys.executable, str(COPIER), bootstraps, f"copier-{i}", str(PARTITIONS),
+                                     str(PER_PARTITION), "0.05"], stdout=open(logs[i], "wb"),  # noqa: SIM115
+                                    stderr=subprocess.STDOUT, start_new_session=True) for i in range(2)]
+
+        def progress(after: int, what: str) -> int:
+            wait_for(lambda: sum(commits(log) for log in logs) >= after + 4, timeout=40,
+                     what=f"{what}: {[log.read_text() for log in logs]}")
+            return sum(commits(log) for log in logs)
+
+        done = progress(0, "copiers under way")
+        by_port = {lst.port: lst for lst in listeners}
+        victim = by_port[coordinator_port(bootstraps, "copiers")]
+        os.killpg(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait(10)
+        live = [lst for lst in listeners if lst is not victim]
+        bootstraps_live = ",".join(lst.bootstrap for lst in live)
+        done = progress(done, "copying after a SIGKILL")
+
+        stopped = by_port[coordinator_port(bootstraps_live, "copiers")]
+        os.killpg(stopped.proc.pid, signal.SIGSTOP)
+        time.sleep(STOPPED_S)
+        os.killpg(stopped.proc.pid, signal.SIGCONT)
+        stopped = None
+        done = progress(done, "copying after a SIGSTOP")
+
+        for i, proc in enumerate(copiers):
+            assert proc.wait(90) == 0, logs[i].read_text()
+        output = read_output(bootstraps_live)
+        for p, values in expected.items():  # each record once, in order
+            assert output[p] == values, (p, describe_difference(output[p], values), [log.read_text() for log in logs])
+        wait_for(lambda: len(reader.seen) >= PARTITIONS * PER_PARTITION, timeout=30, what="the reader group")
+        assert sorted(reader.seen.values()) == sorted(v for values in expected.values() for v in values)
+        assert not reader.errors, reader.errors
+        aborted = sum(log.read_text().count("aborted") for log in logs)
+        print(f"{aborted} transactions aborted")
+    finally:
+        if stopped is not None:
+            os.killpg(stopped.proc.pid, signal.SIGCONT)
+        if reader is not None:
+            reader.close()
+        for proc in copiers:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        for lst in listeners:
+            lst.stop()
