@@ -2,7 +2,8 @@
 (librdkafka): committed offsets keep their metadata and leader epoch and are answered per
 partition, past the log end too (0130, 0103, 0099); ListOffsets by a timestamp after the last
 record (0054); static membership (0102); DescribeGroups' client id and host (0081);
-Metadata's topic authorized operations (0081)."""
+Metadata's topic authorized operations (0081); a topic created with a replica assignment gets
+its partitions (0081)."""
 
 from __future__ import annotations
 
@@ -172,3 +173,11 @@ def test_txn_offset_commit_of_a_member_that_left_the_group_is_fenced(kafka, back
     assert check.committed([TopicPartition("fenced-in", 0)], 10)[0].offset == 3
     current.close()
     check.close()
+
+
+def test_create_topics_with_a_replica_assignment_gets_its_partitions(kafka, backend):
+    """0081 do_test_CreateTopics: a topic created with a replica assignment (the request's
+    partition count is then -1) gets one partition per assignment entry (the listener made 1)."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic("assigned", 5, replica_assignment=[[0]] * 5)])["assigned"].result(15)
+    assert len(admin.list_topics("assigned", timeout=10).topics["assigned"].partitions) == 5

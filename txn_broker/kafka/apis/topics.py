@@ -19,7 +19,10 @@ async def create_topics(server: Listener, ctx: RequestContext, req: Any) -> Payl
             results.append({**out, "error_code": ErrorCode.topic_authorization_failed, "error_message": None})
             continue
         configs = {c.name: c.value for c in t.configs}
-        info, code = await server.attempt(server.backend.create_topic, t.name, int(t.num_partitions), configs,
+        partitions = int(t.num_partitions)
+        if partitions == -1 and t.assignments:  # a replica assignment names every partition
+            partitions = len(t.assignments)
+        info, code = await server.attempt(server.backend.create_topic, t.name, partitions, configs,
                                           bool(getattr(req, "validate_only", False)))
         results.append({**out, "error_code": code, "error_message": None if code == 0 else code.name,
                         "num_partitions": info.partitions if info else -1})
