@@ -181,3 +181,26 @@ def test_create_topics_with_a_replica_assignment_gets_its_partitions(kafka, back
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic("assigned", 5, replica_assignment=[[0]] * 5)])["assigned"].result(15)
     assert len(admin.list_topics("assigned", timeout=10).topics["assigned"].partitions) == 5
+
+
+def test_fetch_response_keeps_to_fetch_max_bytes(kafka, backend):
+    """0082: a Fetch of several partitions stops at the request's max_bytes once a batch is in
+    (a batch larger than it comes alone, KIP-74). The listener added a batch of every partition,
+    librdkafka refused the oversized response (receive.message.max.bytes) and never read on."""
+    create(kafka, ("big-batches", 2))
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    for i in range(6):
+        p.produce("big-batches", value=bytes([i]) * (900 * 1024), partition=i % 2)
+        assert p.flush(15) == 0  # one 900 KB batch each
+    c = consumer(kafka, "big-batches", **{"max.partition.fetch.bytes": 20000000, "fetch.max.bytes": 1000000,
+                                         "receive.message.max.bytes": 1000512})
+    c.assign([TopicPartition("big-batches", q, 0) for q in range(2)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 6 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None:
+            assert not m.error(), m.error()
+            got.append(m.value()[0])
+    c.close()
+    assert sorted(got) == list(range(6))

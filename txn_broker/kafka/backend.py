@@ -70,6 +70,11 @@ log = logging.getLogger(__name__)
 #: bytes (about) per record batch of a fetch response: each batch costs a fixed amount of
 #: work to encode, and clients take batches of any size
 FETCH_BATCH_BYTES = 4 * 1024 * 1024
+#: a record batch's header (61 bytes), and a record's framing beside its key, value and headers at
+#: most (length, attributes, timestamp and offset deltas, key and value lengths, header count):
+#: a Fetch keeps to its max_bytes with them
+BATCH_HEADER_BYTES = 61
+RECORD_FRAMING_BYTES = 32
 #: segments of a partition read ahead of its next Fetch (counting one it has begun)
 READ_AHEAD_SEGMENTS = 3
 #: segments read ahead of Fetch requests at most (the oldest not taken are dropped)
@@ -381,10 +386,13 @@ class KafkaBackend:
             raise OffsetOutOfRangeError(f"{topic}-{partition} no longer exists")
         return offsets.log_start_offset, offsets.high_watermark, offsets.last_stable_offset
 
-    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, isolation_level: int) -> FetchResult:
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, isolation_level: int,
+              first: bool = True) -> FetchResult:
         """Record batches from ``offset`` up to the isolation level's end (the last stable
         offset for read_committed). Offsets a read_committed reader must pass over (an
-        aborted transaction's records) come as a control batch that clients skip."""
+        aborted transaction's records) come as a control batch that clients skip. They keep
+        to ``max_bytes``, except the first batch when ``first`` (the response holds nothing
+        yet): it comes whatever its size (Kafka's KIP-74)."""
         meta = self._meta(topic, partition)
         isolation = _isolation(isolation_level)
         offsets, segments = plan_fetch(self.broker._db, meta.topic_id, partition, offset, isolation)
@@ -426,11 +434,19 @@ class KafkaBackend:
                     position = stop
                     continue
             meta, rows = self._in_latest(meta, seg, rows)
-            row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1)
+            # a record's bytes in a batch, about: its columns and its framing (varints, attributes)
+            row_bytes = max(rows.nbytes // max(rows.num_rows, 1), 1) + RECORD_FRAMING_BYTES
             start = 0
-            while start < rows.num_rows and not (out and size >= max_bytes):
-                # about the bytes left of the budget (at least one record: Kafka's KIP-74)
-                count = max(min(FETCH_BATCH_BYTES, max_bytes - size) // row_bytes, 1)
+            full = False
+            while start < rows.num_rows:
+                # the records that fit the bytes left of the budget; the first batch of the
+                # response (``first``: nothing in it yet) comes whatever its size (Kafka's
+                # KIP-74), no other passes the budget
+                left = max_bytes - size - BATCH_HEADER_BYTES
+                if (out or not first) and left < row_bytes:
+                    full = True
+                    break
+                count = max(min(FETCH_BATCH_BYTES, left) // row_bytes, 1)
                 chunk = rows.slice(start, count)
                 if stored is None:
                     deltas = np.arange(chunk.num_rows, dtype=np.int64)
@@ -445,6 +461,8 @@ class KafkaBackend:
                 size += len(head) + len(body)
                 position += (int(deltas[-1]) if last is None else last) + 1
                 start += chunk.num_rows
+            if full:
+                break
             if start == rows.num_rows:
                 position = stop  # past the segment's last gap too
         self._read_ahead([seg for seg in segments if seg.end_offset > position and not seg.skipped_at(isolation)])

@@ -36,9 +36,15 @@ async def fetch(server: Listener, ctx: RequestContext, req: Any) -> Payload:
                 if t.topic in refused:
                     part["error_code"] = ErrorCode.topic_authorization_failed
                     continue
+                if total >= budget:  # full: only the response's first batch may pass max_bytes (KIP-74)
+                    bounds, code = await server.attempt(server.backend.offsets, t.topic, int(p.partition))
+                    part["error_code"] = code
+                    if bounds is not None:
+                        part.update(log_start_offset=bounds[0], high_watermark=bounds[1], last_stable_offset=bounds[2])
+                    continue
                 limit = max(min(int(p.partition_max_bytes), budget - total), 1)
                 got, code = await server.attempt(server.backend.fetch, t.topic, int(p.partition),
-                                                 int(p.fetch_offset), limit, isolation)
+                                                 int(p.fetch_offset), limit, isolation, total == 0)
                 part["error_code"] = code
                 if got is not None:
                     part.update(high_watermark=got.high_watermark, last_stable_offset=got.last_stable_offset,
