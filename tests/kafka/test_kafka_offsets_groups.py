@@ -3,7 +3,8 @@
 partition, past the log end too (0130, 0103, 0099); ListOffsets by a timestamp after the last
 record (0054); static membership (0102); DescribeGroups' client id and host (0081);
 Metadata's topic authorized operations (0081); a topic created with a replica assignment gets
-its partitions (0081)."""
+its partitions (0081); Fetch keeps to max_bytes (0082); a replaced static member is fenced
+(0102); TxnOffsetCommit checks the group member (found by the failover test)."""
 
 from __future__ import annotations
 
@@ -204,3 +205,26 @@ def test_fetch_response_keeps_to_fetch_max_bytes(kafka, backend):
             got.append(m.value()[0])
     c.close()
     assert sorted(got) == list(range(6))
+
+
+def test_static_member_replaced_by_a_newer_instance_is_fenced(kafka, backend):
+    """0102 do_test_fenced_member_classic: a second consumer with the same group.instance.id
+    takes the first one's place, and the first one's next heartbeat is FENCED_INSTANCE_ID,
+    which librdkafka makes a fatal error (the listener answered UNKNOWN_MEMBER_ID: it rejoined)."""
+    create(kafka, ("static-fence", 2))
+    errors: list = []
+    static = {"group.instance.id": "instance-1", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+    older = consumer(kafka, "static-fence", error_cb=errors.append, **static)
+    older.subscribe(["static-fence"])
+    wait_for(lambda: older.poll(0.2) is None and older.assignment(), what="the first instance's assignment")
+    newer = consumer(kafka, "static-fence", **static)
+    newer.subscribe(["static-fence"])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(e.fatal() or e.code() == KafkaError._FATAL for e in errors):
+        newer.poll(0.1)
+        m = older.poll(0.2)
+        if m is not None and m.error():
+            errors.append(m.error())
+    fatal = [e for e in errors if e.fatal() or e.code() == KafkaError._FATAL]
+    assert fatal, errors
+    newer.close()

@@ -252,8 +252,10 @@ class GroupCoordinator:
         result = await member.synced
         return {**result, "protocol_type": group.protocol_type, "protocol_name": group.protocol}
 
-    def heartbeat(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
+    def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
         group = self.groups.get(group_id)
+        if group is not None and instance_id and group.static.get(instance_id, member_id) != member_id:
+            return ErrorCode.fenced_instance_id  # KIP-345: a newer instance took its place
         if group is None or member_id not in group.members:
             return ErrorCode.unknown_member_id
         group.members[member_id].last_seen = time.monotonic()

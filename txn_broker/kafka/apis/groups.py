@@ -47,7 +47,8 @@ async def heartbeat(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     if early is not None:
         return early
     return {"throttle_time": 0,
-            "error_code": server.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id))}
+            "error_code": server.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id),
+                                                  getattr(req, "group_instance_id", None))}
 
 
 async def leave_group(server: Listener, ctx: RequestContext, req: Any) -> Payload:
