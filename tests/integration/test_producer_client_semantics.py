@@ -231,8 +231,9 @@ def test_an_expired_transactional_id_is_recovered_kip360(backend):
     expire(broker, "idler")
 
     producer.begin_transaction()
-    with pytest.raises(InvalidPidMappingError) as raised:
-        producer.send("t", rows(1, "lost"), partition=0)
+    producer.send("t", rows(1, "lost"), partition=0)  # AddPartitionsToTxn goes in the background
+    with pytest.raises(InvalidPidMappingError) as raised:  # its answer comes with the next call
+        producer.commit_transaction()
     assert raised.value.abortable and not raised.value.fatal and raised.value.handling == "abort"
     assert producer.state == ProducerState.ABORTABLE_ERROR
     with pytest.raises(InvalidTxnStateError, match="abort_transaction"):
@@ -279,8 +280,11 @@ def test_a_newer_instance_of_an_expired_id_still_fences_the_old_one(backend):
     successor = broker.producer(transactional_id="dag.task")
     successor.init_transactions()
     zombie.begin_transaction()
-    with pytest.raises(ProducerFencedError):
-        zombie.send("t", rows(1, "zombie"), partition=0)
+    with pytest.raises(ProducerFencedError):  # a later send raises what the first one's add met
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            zombie.send("t", rows(1, "zombie"), partition=0)
+            time.sleep(0.005)
     assert zombie.state == ProducerState.FATAL_ERROR
     with successor.transaction():
         successor.send("t", rows(1, "s"), partition=0)
@@ -298,8 +302,9 @@ def test_a_newer_instance_between_the_expiry_error_and_the_recovery_fences(backe
         late.send("t", rows(1, "o"), partition=0)
     expire(broker, "other")
     late.begin_transaction()
+    late.send("t", rows(1, "late"), partition=0)
     with pytest.raises(InvalidPidMappingError):
-        late.send("t", rows(1, "late"), partition=0)
+        late.flush()
     newer = broker.producer(transactional_id="other")
     newer.init_transactions()
     with pytest.raises(ProducerFencedError):
