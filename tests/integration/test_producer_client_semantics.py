@@ -360,3 +360,19 @@ def test_a_refused_sequence_makes_the_transaction_abortable_then_bumps_the_epoch
     with pytest.raises(OutOfOrderSequenceError) as raised:
         idempotent.flush()
     assert raised.value.fatal and idempotent.state == ProducerState.FATAL_ERROR
+
+
+def test_the_errors_at_the_next_call_example_runs(tmp_path):
+    """docs/semantics.md's "Errors at the next call" example, as printed."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "semantics.md").read_text()
+    section = text.split("### Errors at the next call", 1)[1].split("\n### ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
