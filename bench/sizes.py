@@ -31,8 +31,9 @@ class Sizes:
     scale_segments: int = _f(1_000_000, "case 6: segments at the largest scale point")
     scale_points: int = _f(4, "case 6: scale points, each 10x the previous")
     scale_samples: int = _f(60, "case 6: commits and fetch plans timed per scale point")
-    max_producers: int = _f(16, "case 7: the largest number of producer processes (1, 4, 16)")
-    concurrency_seconds: int = _f(8, "case 7: seconds each producer count runs")
+    max_producers: int = _f(16, "case 7: the largest number of producer processes (1, 4, 16); "
+                               "case 9: producers per side of its many-producer shape (at most 16)")
+    concurrency_seconds: int = _f(8, "cases 7, 9: seconds each producer count runs")
     spark_rows: int = _f(1_000_000, "case 8: rows through the Spark stage")
     spark_reps: int = _f(5, "case 8: interleaved repetitions of each Spark stage")
     kafka_mb: int = _f(32, "case 9: MB produced and consumed through the Kafka protocol per repetition")

@@ -122,4 +122,7 @@ def test_the_kafka_protocol_case(tmp_path):
     assert {"idempotent produce, Kafka client / Python API", "read_committed consume, Kafka client / Python API",
             "commit p99 through the protocol (10 records)",
             "idempotent produce: client ceiling (2 cores, listener free)",
-            "read_committed consume: 2-core ceiling at these CPU costs"} <= names
+            "read_committed consume: 2-core ceiling at these CPU costs",
+            "transactional produce: Kafka client / its 2-core ceiling",
+            "read_committed consume: listener CPU per MB / Kafka client's",
+            "2 transactional producers, aggregate commits/s, Kafka client / Python API"} <= names
