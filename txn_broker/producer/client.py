@@ -437,7 +437,10 @@ class Producer:
         stable hash of the ``key`` column (equal keys, same partition); else spread.
 
         Raises UnknownTopicOrPartitionError, SchemaMismatchError, RecordTooLargeError
-        (nothing buffered), InvalidTxnStateError, ProducerFencedError."""
+        (nothing buffered), InvalidTxnStateError. In a transaction, a first send to a
+        partition sends AddPartitionsToTxn in the background: what the coordinator answers
+        (ProducerFencedError, InvalidPidMappingError, ...) is raised by the next call (a
+        later send once the answer has arrived, or flush/commit, which wait for it)."""
         with self._lock:
             if self.transactional_id is not None:
                 self._require(P.IN_TRANSACTION, action="send")
