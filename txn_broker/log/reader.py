@@ -156,7 +156,9 @@ class MetadataColumns:
         self.keep = keep
         self._topics: dict[str, pa.Array] = {}
         self._partitions: dict[int, pa.Array] = {}
-        self._range = pa.array(np.arange(0, dtype=np.int64))
+        # built on first use: any pa.array call imports pandas, which commands that never
+        # read rows (and `import txn_broker`) should not pay
+        self._range: pa.Array | None = None
 
     def add(self, rows: pa.Table, topic: str, partition: int, first_offset: int) -> pa.Table:
         n = rows.num_rows
@@ -172,7 +174,7 @@ class MetadataColumns:
             partitions = self._partitions[partition] = pa.array(np.full(n, partition, dtype=np.int32))
         if not rows.num_columns or rows.schema.names[0] != OFFSET_COLUMN:  # else a compacted segment's own
             numbers = self._range
-            if len(numbers) < n:
+            if numbers is None or len(numbers) < n:
                 numbers = self._range = pa.array(np.arange(n, dtype=np.int64))
             offsets = pc.add(numbers.slice(0, n), pa.scalar(first_offset, pa.int64()))
             rows = rows.add_column(0, pa.field("_offset", pa.int64()), offsets)
