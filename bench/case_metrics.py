@@ -20,8 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from txn_broker.metrics import broker_registry
-from txn_broker.metrics.text import render_text
+from txn_broker.metrics import broker_registry, render_text
 
 from .case_scale import generate
 from .harness import CaseResult, Target, latency_figure

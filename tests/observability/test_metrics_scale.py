@@ -13,9 +13,8 @@ import sqlalchemy as sa
 from prometheus_client import generate_latest
 
 from txn_broker import TopicPartition
-from txn_broker.metrics import BrokerCollector, broker_registry, start_metrics_server
+from txn_broker.metrics import BrokerCollector, broker_registry, render_text, start_metrics_server
 from txn_broker.metrics.figures import BrokerFigures, GcBacklog, GroupPartitionFigures, PartitionFigures
-from txn_broker.metrics.text import render_text
 
 
 def _statements(broker, call) -> list[str]:

@@ -46,8 +46,7 @@ def serve_registry(registry: Any, option: str, address: str) -> str:
 
 
 def run_metrics(ctx: Context, args: argparse.Namespace) -> int:
-    from ..metrics import broker_registry
-    from ..metrics.text import render_text
+    from ..metrics import broker_registry, render_text
 
     registry = broker_registry(ctx.broker)
     if not args.listen:
