@@ -186,6 +186,23 @@ def test_a_planned_projection_skips_decoding_dropped_columns_and_reads_as_projec
     assert Projection(v2, v2).dropped == frozenset()
 
 
+def test_the_segment_cache_decodes_again_a_segment_held_without_columns_now_wanted(tmp_path):
+    from txn_broker.log.partition import PlannedSegment
+    from txn_broker.log.reader import SegmentCache
+    from txn_broker.storage import open_store
+
+    store = open_store(f"file://{tmp_path}")
+    table = pa.table({"_timestamp": [1, 2], "id": [1, 2], "gone": ["x", "y"]})
+    store.put("seg.arrow", encode_segment(table, "zstd").to_pybytes())
+    segment = PlannedSegment(0, 2, 100, "seg.arrow", None, None)
+    cache = SegmentCache(store)
+    assert cache.get(segment, skip=frozenset({"gone"})).column_names == ["_timestamp", "id"]
+    assert cache.get(segment, skip=frozenset({"gone", "id"})).column_names == ["_timestamp", "id"]  # held: enough
+    assert cache.get(segment).column_names == ["_timestamp", "id", "gone"]  # wanted again: decoded again
+    assert cache.get(segment, skip=frozenset({"gone"})).column_names == ["_timestamp", "id", "gone"]
+    assert cache._bytes == cache.get(segment).nbytes  # the first decoding was replaced, not added
+
+
 def test_a_send_in_an_older_version_is_converted_and_others_are_refused():
     v1, last = new_topic_schema(pa.schema([("id", pa.int32()), ("name", pa.string())]))
     v2, last = evolve_ids(v1, last, pa.schema([pa.field("id", pa.int64()), ("name", pa.string()),
