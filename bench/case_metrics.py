@@ -7,7 +7,7 @@ as case 6 fills it); 1,000 groups, each with offsets committed on 10 partitions 
 through their logs (so every one lags); and 100 open transactions. Timed per repetition:
 reading the figures (the exporter's few set-based queries, in one snapshot), and the
 whole scrape (the same read and the rendering of every sample, as ``/metrics`` answers
-it: txn_broker/metrics/text.py). The number of statements a scrape runs is counted too: it does
+it: prometheus_client's generate_latest). The number of statements a scrape runs is counted too: it does
 not grow with partitions or groups (tests/observability/test_metrics_scale.py checks that
 on a small broker)."""
 
@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
+from prometheus_client import generate_latest
 
-from txn_broker.metrics import broker_registry, render_text
+from txn_broker.metrics import broker_registry
 
 from .case_scale import generate
 from .harness import CaseResult, Target, latency_figure
@@ -107,14 +108,14 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         if figures.hanging_transactions != OPEN or sum(g.lag > 0 for g in figures.groups) < groups:
             raise RuntimeError("the figures miss the open transactions or the groups' lag")
         registry = broker_registry(broker)
-        statements = _statements(broker, lambda: render_text(registry))
+        statements = _statements(broker, lambda: generate_latest(registry))
         reads, scrapes, size = [], [], 0
         for rep in range(sizes.reps * 2):
             started = time.perf_counter()
             broker.metrics_figures()
             reads.append(time.perf_counter() - started)
             started = time.perf_counter()
-            size = len(render_text(registry))
+            size = len(generate_latest(registry))
             scrapes.append(time.perf_counter() - started)
             progress(f"rep {rep + 1}/{sizes.reps * 2}: figures {reads[-1]:.3f}s, whole scrape {scrapes[-1]:.3f}s")
         plans = {}

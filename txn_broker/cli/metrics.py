@@ -46,11 +46,13 @@ def serve_registry(registry: Any, option: str, address: str) -> str:
 
 
 def run_metrics(ctx: Context, args: argparse.Namespace) -> int:
-    from ..metrics import broker_registry, render_text
+    from prometheus_client import generate_latest
+
+    from ..metrics import broker_registry
 
     registry = broker_registry(ctx.broker)
     if not args.listen:
-        sys.stdout.write(render_text(registry).decode("utf-8"))
+        sys.stdout.write(generate_latest(registry).decode("utf-8"))
         return 0
     url = serve_registry(registry, "--listen", args.listen)
     sys.stdout.write(f"serving metrics at {url}\n")

@@ -9,11 +9,10 @@ from .client import CLIENT_METRICS, ClientMetrics, PrometheusClientMetrics, clie
 from .exporter import BrokerCollector, broker_registry, figure_metrics, start_metrics_server
 from .figures import BrokerFigures, GcBacklog, GroupPartitionFigures, PartitionFigures, read_figures
 from .listener import ListenerMetrics
-from .text import render_text
 
 __all__ = [
     "BROKER_METRICS", "LISTENER_METRICS", "MetricSpec", "BrokerCollector", "broker_registry",
     "figure_metrics", "start_metrics_server", "BrokerFigures", "GcBacklog", "GroupPartitionFigures",
     "PartitionFigures", "read_figures", "ListenerMetrics", "CLIENT_METRICS", "ClientMetrics",
-    "PrometheusClientMetrics", "client_metrics", "render_text",
+    "PrometheusClientMetrics", "client_metrics",
 ]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -25,7 +25,6 @@ from ..errors import TxnBrokerError
 from .catalog import spec
 from .figures import BrokerFigures
 from .text import BulkGauge, LabelRows
-from .text import start_metrics_server as _start_server
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -123,7 +122,7 @@ def broker_registry(broker: Broker) -> CollectorRegistry:
 
 
 def start_metrics_server(registry: CollectorRegistry, host: str, port: int) -> tuple[Any, Any]:
-    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread (the fast
-    rendering of :mod:`.text`, with prometheus_client's WSGI server); returns (server,
-    thread). Port 0 picks a free one: ``server.server_port``."""
-    return _start_server(registry, host, port)
+    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread
+    (prometheus_client's own server: the text format, gzipped when the scraper accepts
+    it); returns (server, thread). Port 0 picks a free one: ``server.server_port``."""
+    return start_http_server(port, host, registry)
