@@ -376,3 +376,61 @@ def test_the_errors_at_the_next_call_example_runs(tmp_path):
     script.write_text(block)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_send_does_not_wait_for_its_add_partitions(backend):
+    """The lever of issue 29: AddPartitionsToTxn goes in the background, so a send returns
+    while the coordinator has not answered yet; the commit waits for the answer."""
+    import threading
+
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="quick")
+    producer.init_transactions()
+    coordinator, gate, reached = broker._coordinator, threading.Event(), threading.Event()
+    add_partitions = coordinator.add_partitions
+
+    def held_add_partitions(ident, partitions):
+        reached.set()
+        assert gate.wait(20), "the add was never released"
+        return add_partitions(ident, partitions)
+
+    coordinator.add_partitions = held_add_partitions
+    producer.begin_transaction()
+    started = time.monotonic()
+    producer.send("t", rows(2, "q"), partition=0)
+    assert time.monotonic() - started < 10  # the send did not wait for the held add
+    assert reached.wait(20)
+    assert broker.describe_transaction("quick").state == "Empty"  # not answered yet
+    gate.set()
+    producer.commit_transaction()
+    assert read_keys(broker, "t") == ["q0", "q1"]
+
+
+def test_a_retriable_failure_of_a_background_add_is_raised_once_and_the_call_retried(backend):
+    """An outage that outlasts the retry budget of a background AddPartitionsToTxn is
+    raised, still retriable, by the next call, which leaves the producer as it was; the
+    retried call registers the data, which opens the transaction itself."""
+    from txn_broker.errors import DatabaseUnavailableError
+
+    broker = backend.connect(retry_budget_ms=50)
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="outage")
+    producer.init_transactions()
+    coordinator = broker._coordinator
+    add_partitions = coordinator.add_partitions
+
+    def unavailable(ident, partitions):
+        raise DatabaseUnavailableError("injected: the database is down for this request")
+
+    coordinator.add_partitions = unavailable
+    producer.begin_transaction()
+    producer.send("t", rows(2, "o"), partition=0)
+    with pytest.raises(DatabaseUnavailableError) as raised:
+        producer.flush()
+    assert raised.value.retriable and producer.state == ProducerState.IN_TRANSACTION
+    coordinator.add_partitions = add_partitions
+    producer.flush()  # the retry: the registration opens the transaction
+    assert broker.describe_transaction("outage").state == "Ongoing"
+    producer.commit_transaction()
+    assert read_keys(broker, "t") == ["o0", "o1"]
