@@ -79,12 +79,13 @@ def test_stats_and_lineage_of_a_dag_run(airflow_site, backend, tmp_path) -> None
                                                           "append": True}),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": "txn-broker-tests",
            # dag.test() only: its in-process supervisor cannot serve a forked child
-           # (docs/observability.md); the scheduler test of test_airflow_iceberg_assets.py
+           # (docs/observability.md); the scheduler test of test_airflow_e2e.py
            # runs the provider's default fork mode
            "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}
     try:
         result = airflow_site.run_dag("txn_test_observability", backend_env=backend.env,
-                                      broker_home=tmp_path / "home", conf={"csv": str(csv)}, extra_env=env)
+                                      broker_home=tmp_path / "home", conf={"csv": str(csv)}, extra_env=env,
+                                      timeout=600)  # a Spark stage run twice, on a shared machine
     finally:
         statsd.close()
     assert result.state == "success", result.tail()
