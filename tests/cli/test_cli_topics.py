@@ -169,3 +169,25 @@ def test_topics_alter_errors_change_nothing(backend):
     described = run_json(backend, "topics", "describe", "t")
     assert (described["schema_version"], len(described["partitions"])) == (1, 2)
     assert backend.connect().topic_alterations("t") == []
+
+
+def test_topics_delete_records(backend, tmp_path):
+    broker = backend.connect()
+    broker.create_topic("dr", partitions=2)
+    producer = broker.producer()
+    for partition in (0, 1):
+        for _ in range(2):
+            producer.send("dr", [{"key": None, "value": b"v", "headers": None}] * 3, partition=partition)
+            producer.flush()
+    producer.close()
+    human = run(backend, "topics", "delete-records", "dr", "--offset", "0=4")
+    assert human.out.split() == ["TOPIC", "PARTITION", "LOW_WATERMARK", "dr", "0", "4"]
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"partitions": [{"topic": "dr", "partition": 0, "offset": 5},
+                                                  {"topic": "dr", "partition": 1, "offset": -1}], "version": 1}))
+    assert run_json(backend, "topics", "delete-records", "--offset-json-file", str(offsets)) == {"partitions": [
+        {"topic": "dr", "partition": 0, "low_watermark": 5}, {"topic": "dr", "partition": 1, "low_watermark": 6}]}
+    past = run(backend, "topics", "delete-records", "dr", "--offset", "0=4", "1=7", expect=None)
+    assert past.code != 0 and "high watermark is 6" in error_line(past)
+    assert run(backend, "topics", "delete-records", "dr", expect=None).code == 2  # no --offset
+    assert [p.log_start_offset for p in broker.describe_topic("dr").partitions] == [5, 6]
