@@ -853,8 +853,8 @@ DELETE FROM kafka_acls
 WHERE resource_type = :resource_type AND resource_name = :resource_name AND pattern_type = :pattern_type
   AND principal = :principal AND host = :host AND operation = :operation AND permission = :permission;
 
--- Area: deleting records (txn_broker/log/record_deletion.py; Kafka's DeleteRecords), to the end of this group.
 -- set_log_start --
+-- Area: deleting records (txn_broker/log/record_deletion.py; Kafka's DeleteRecords), to the end of this group.
 -- Move a partition's log start forward to any offset up to the high watermark, possibly
 -- inside a segment (its row locked by lock_partition first)
 UPDATE partitions SET log_start_offset = :new_start

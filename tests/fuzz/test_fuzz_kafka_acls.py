@@ -11,7 +11,7 @@ callers, well-formed or not. After every request:
 * the authoriser grants exactly what Kafka's rules (written out again here) grant over the
   model's ACLs, for random principals, hosts, operations and resources.
 
-``TXN_BROKER_FUZZ_EXAMPLES`` raises the example count (default 60 sequences per backend).
+``TXN_BROKER_FUZZ_EXAMPLES`` raises the example count (default 40 sequences of up to 8 requests per backend).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from txn_broker.kafka.server import KafkaServer
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = int(os.environ.get("TXN_BROKER_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("TXN_BROKER_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 DESCRIBE, CREATE, DELETE = 29, 30, 31
