@@ -68,6 +68,16 @@ def table_rows(table) -> list[tuple[int, int, str, int]]:
                       t.column("account").to_pylist(), t.column("amount").to_pylist(), strict=True))
 
 
+def polars_storage_options(table) -> dict[str, str] | None:
+    """What polars' own S3 client needs that the table does not say: the endpoint of the
+    test's S3 server (credentials come from the AWS variables, as for pyarrow)."""
+    endpoint = table.io.properties.get("s3.endpoint")
+    if endpoint is None:
+        return None
+    return {"aws_endpoint_url": endpoint, "aws_region": table.io.properties.get("s3.region", "us-east-1"),
+            "aws_allow_http": "true"}
+
+
 def main(count: int, seed: int) -> None:
     import txn_broker
 

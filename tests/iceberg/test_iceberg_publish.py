@@ -18,6 +18,7 @@ from _bank import (
     check_snapshot,
     committed_rows,
     create,
+    polars_storage_options,
     table_rows,
     transfer,
 )
@@ -82,16 +83,6 @@ def test_snapshots_hold_whole_committed_transactions(backend, monkeypatch):
     status = broker.iceberg_status()[0]
     assert [(p.published_offset, p.offsets_behind) for p in status.partitions] == [(ends[tp], 0) for tp in ends]
     broker.close()
-
-
-def polars_storage_options(table) -> dict[str, str] | None:
-    """What polars' own S3 client needs that the table does not say: the endpoint of the
-    test's S3 server (credentials come from the AWS variables, as for pyarrow)."""
-    endpoint = table.io.properties.get("s3.endpoint")
-    if endpoint is None:
-        return None
-    return {"aws_endpoint_url": endpoint, "aws_region": table.io.properties.get("s3.region", "us-east-1"),
-            "aws_allow_http": "true"}
 
 
 def test_two_publishers_at_once_cannot_duplicate(backend):

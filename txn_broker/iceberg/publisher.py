@@ -2,6 +2,9 @@
 
 One publish of a topic:
 
+0. **The schema.** The table's schema follows the topic's latest schema version by field
+   id (:mod:`.evolution`), before any file is written: the snapshot that first holds
+   rows of a new version has the new schema.
 1. **Where the table stands.** The table's current snapshot (or, if another writer
    added snapshots without it, its nearest ancestor that has one) records in its summary,
    under ``txn-broker.offsets``, the next offset of every partition it holds.
@@ -53,6 +56,7 @@ from ..log.scan import scan_partition
 from ..storage import ObjectStore
 from ..topics import TopicMeta, Topics
 from .catalog import catalog_call, catalog_error, ensure_table, open_catalog
+from .evolution import evolve_table, table_schema_version
 from .files import WrittenFile, conform, write_data_file
 from .schema import table_schema
 from .settings import IcebergSettings
@@ -192,14 +196,17 @@ class Publisher:
         began = time.monotonic()
         table = self.table(meta)
         self._no_automatic_retry(table)
-        schema = table_schema(meta.schema)
         name = f"{self.settings.namespace}.{meta.name}"
-        self._check_schema(table, schema, name)
         from pyiceberg.exceptions import CommitFailedException
 
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if attempt > 1:
                 table = catalog_call(table.refresh, f"reload the table {name}")
+                meta = self._topics.get(meta.name, refresh=True)
+            if table_schema_version(table) > meta.schema_version:  # altered since meta was read
+                meta = self._topics.get(meta.name, refresh=True)
+            table, _evolved = evolve_table(table, meta)
+            schema = table_schema(meta.schema)
             published = published_offsets(table)
             cut = consistent_cut(self._db, meta, published)
             after = {p: end for p, (_start, end) in cut.items()}
@@ -211,9 +218,17 @@ class Publisher:
                 result.elapsed_ms = int((time.monotonic() - began) * 1000)
                 return result
             written: list[WrittenFile] = []
-            for p, (start, end) in sorted(cut.items()):
-                if start < end:
-                    written += self._write_partition(table, schema, meta, p, start, end)
+            try:
+                for p, (start, end) in sorted(cut.items()):
+                    if start < end:
+                        written += self._write_partition(table, schema, meta, p, start, end)
+            except UnknownTopicOrPartitionError:
+                if self._topics.get(meta.name, refresh=True).schema_version == meta.schema_version:
+                    raise
+                # a segment of a schema version newer than meta: the topic was altered
+                # meanwhile; evolve the table to it and start again
+                self._delete(table, written)
+                continue
             fault_point("iceberg.after_write")
             try:
                 result.snapshot_id = self._commit(table, meta, written, after)
@@ -239,6 +254,12 @@ class Publisher:
             return result
         raise IcebergCommitConflictError(
             f"{name}: lost the commit race {MAX_ATTEMPTS} times to other publishers; try again")
+
+    def evolve(self, meta: TopicMeta) -> bool:
+        """Bring the topic's table to its latest schema version now (``alter_topic`` calls
+        this; a publish does it too). Returns whether the table's schema changed."""
+        fault_point("iceberg.before_evolve")
+        return evolve_table(self.table(meta), meta)[1]
 
     def expire(self, table: Table, meta: TopicMeta) -> int:
         """Remove from the table, in one snapshot, the data files whose records all lie
@@ -291,19 +312,6 @@ class Publisher:
                       "txn-broker.topic-id": str(meta.topic_id)}
         return catalog_call(lambda: rewrite_small_files(table, schema, int(meta.config["iceberg.target.file.bytes"]),
                                                         properties), f"rewrite small files of {table.name()}")
-
-    @staticmethod
-    def _check_schema(table: Table, schema: pa.Schema, name: str) -> None:
-        """The table must have the topic's columns, ids and types: a topic whose schema
-        changed since its table was made is refused (evolving the table with the topic's
-        schema versions is not built yet), rather than written in files the table cannot
-        describe."""
-        from pyiceberg.io.pyarrow import pyarrow_to_schema
-
-        if pyarrow_to_schema(schema).as_struct() != table.schema().as_struct():
-            raise InvalidConfigError(
-                f"{name}: the topic's schema no longer matches its Iceberg table's ({table.schema()}); "
-                "evolving the table with the topic's schema is not supported yet")
 
     def _no_automatic_retry(self, table: Table) -> None:
         """pyiceberg retries a failed append on top of the winner's snapshot, which would
