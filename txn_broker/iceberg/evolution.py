@@ -161,7 +161,6 @@ def evolve_table(table: Table, meta: TopicMeta) -> tuple[Table, bool]:
         if target.as_struct() == current.as_struct():
             if table_schema_version(table) < meta.schema_version and meta.schema_version > 1:
                 _record_version(table, meta)  # same columns (e.g. only a default changed)
-                table = catalog_call(table.refresh, f"reload the table {'.'.join(name)}")
             return table, False
         _check_ids(current, target, table.metadata.last_column_id)
 
@@ -176,7 +175,7 @@ def evolve_table(table: Table, meta: TopicMeta) -> tuple[Table, bool]:
             table = catalog_call(table.refresh, f"reload the table {'.'.join(name)}")
             continue
         log.info("%s: schema evolved to the topic's version %d", ".".join(name), meta.schema_version)
-        return catalog_call(table.refresh, f"reload the table {'.'.join(name)}"), True
+        return table, True  # pyiceberg updated it in place with the commit
     raise IcebergSchemaError(f"{'.'.join(name)}: other writers kept changing the table's schema; try again")
 
 

@@ -25,6 +25,9 @@ One publish of a topic:
    (Iceberg's delete of whole files; its summary keeps the same offsets). A file that
    straddles the log start stays until all of its records are below it.
 
+6. **History.** Snapshots older than ``iceberg.snapshot.max.age.ms`` are expired
+   (:mod:`.history`); gc deletes the files only they needed.
+
 A publisher that dies anywhere leaves the table at its last commit; the next publish
 resumes from that commit's offsets, so no record is published twice or skipped.
 """
@@ -91,12 +94,15 @@ class TopicPublish:
     expired_files: int = 0
     #: groups of small data files rewritten into one file each (replace snapshots)
     rewritten_groups: int = 0
+    #: old snapshots expired (topic configs iceberg.snapshot.max.age.ms and .min.keep)
+    expired_snapshots: int = 0
     partitions: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
                 "files": self.files, "bytes": self.bytes, "attempts": self.attempts, "elapsed_ms": self.elapsed_ms,
                 "expired_files": self.expired_files, "rewritten_groups": self.rewritten_groups,
+                "expired_snapshots": self.expired_snapshots,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())}}
 
 
@@ -215,6 +221,7 @@ class Publisher:
                 result.offsets = {p: published[p] for p in after}  # nothing new committed since
                 result.expired_files = self.expire(table, meta)
                 result.rewritten_groups = self.rewrite(table, meta, schema)
+                result.expired_snapshots = self.expire_history(table, meta)
                 result.elapsed_ms = int((time.monotonic() - began) * 1000)
                 return result
             written: list[WrittenFile] = []
@@ -243,8 +250,12 @@ class Publisher:
                 # if not, they are orphans for gc)
                 raise catalog_error(error, f"commit to the table {name}") from None
             fault_point("iceberg.after_commit")
-            result.expired_files = self.expire(catalog_call(table.refresh, f"reload the table {name}"), meta)
+            # the commits below use ``table`` as each commit left it (pyiceberg updates a table
+            # in place when it commits): no reload between them; a commit of another writer
+            # meanwhile makes theirs fail harmlessly, to be tried at the next publish
+            result.expired_files = self.expire(table, meta)
             result.rewritten_groups = self.rewrite(table, meta, schema)
+            result.expired_snapshots = self.expire_history(table, meta)
             result.rows = sum(f.rows for f in written)
             result.files = len(written)
             result.bytes = sum(f.size_bytes for f in written)
@@ -300,12 +311,18 @@ class Publisher:
         log.info("%s: %d data files below the log start removed", table.name(), len(expired))
         return len(expired)
 
+    def expire_history(self, table: Table, meta: TopicMeta) -> int:
+        """Expire the table's snapshots older than ``iceberg.snapshot.max.age.ms`` (keeping
+        ``iceberg.snapshot.min.keep``; :mod:`.history`); returns how many."""
+        from .history import expire_snapshots
+
+        return expire_snapshots(table, meta, OFFSETS_PROPERTY)
+
     def rewrite(self, table: Table, meta: TopicMeta, schema: pa.Schema) -> int:
         """Rewrite groups of small data files into files of about the target size
         (:mod:`.small_files`); returns how many groups were swapped in."""
         from .small_files import rewrite_small_files
 
-        table = catalog_call(table.refresh, f"reload {table.name()}")
         if table.current_snapshot() is None:
             return 0
         properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
