@@ -1,8 +1,9 @@
 """Commit-to-visible lag of an Iceberg table (docs/iceberg.md, "Who publishes, and lag"):
 a steady transactional workload (one transaction of 10 small records every 100 ms, two
 partitions) while ``txn-broker iceberg run`` publishes at its default interval in its own
-process. Not part of ``make bench``; run ``.venv/bin/python -m bench.iceberg_lag [SECONDS]``
-(a local directory and SQLite).
+process. ``make bench`` measures it as case 13 (``bench/case_iceberg.py``); this script is
+the standalone check, ``.venv/bin/python -m bench.iceberg_lag [SECONDS]`` (a local directory
+and SQLite).
 
 The lag of a transaction is the time from its commit returning to the producer until the
 first table snapshot holding it was committed: that snapshot is the first whose
