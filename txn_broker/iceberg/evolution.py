@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ..errors import IcebergSchemaError
+from ..errors import IcebergCommitConflictError, IcebergSchemaError
 from .catalog import SCHEMA_VERSION_PROPERTY, catalog_call
 from .schema import table_schema
 
@@ -146,10 +146,10 @@ def _check_ids(current: Schema, target: Schema, last_column_id: int) -> None:
 
 def evolve_table(table: Table, meta: TopicMeta) -> tuple[Table, bool]:
     """Bring the table's schema to the topic's latest version (module docstring).
-    Returns the table (reloaded after a change) and whether its schema changed. A table
+    Returns the table (as its last commit left it) and whether its schema changed. A table
     already evolved to a later version than ``meta``'s is left as it is (the caller's
     view of the topic is stale). Raises IcebergSchemaError (nothing committed),
-    CatalogUnavailableError (retriable)."""
+    CatalogUnavailableError, IcebergCommitConflictError (retriable)."""
     from pyiceberg.exceptions import CommitFailedException
 
     name = table.name()
@@ -159,8 +159,10 @@ def evolve_table(table: Table, meta: TopicMeta) -> tuple[Table, bool]:
         current = table.schema()
         target = target_schema(current, meta)
         if target.as_struct() == current.as_struct():
-            if table_schema_version(table) < meta.schema_version and meta.schema_version > 1:
-                _record_version(table, meta)  # same columns (e.g. only a default changed)
+            if table.properties.get(SCHEMA_VERSION_PROPERTY) != str(meta.schema_version):
+                # same columns (only a default changed, or a table made before versions were
+                # recorded): record the version, so the next publish skips the comparison
+                _record_version(table, meta)
             return table, False
         _check_ids(current, target, table.metadata.last_column_id)
 
@@ -176,7 +178,7 @@ def evolve_table(table: Table, meta: TopicMeta) -> tuple[Table, bool]:
             continue
         log.info("%s: schema evolved to the topic's version %d", ".".join(name), meta.schema_version)
         return table, True  # pyiceberg updated it in place with the commit
-    raise IcebergSchemaError(f"{'.'.join(name)}: other writers kept changing the table's schema; try again")
+    raise IcebergCommitConflictError(f"{'.'.join(name)}: other writers kept changing the table's schema; try again")
 
 
 def _commit(table: Table, current: Schema, target: Schema, meta: TopicMeta) -> None:
