@@ -280,7 +280,8 @@ class Topics:
         return TopicDescription(
             name=meta.name,
             partitions=[PartitionInfo(r.partition_no, r.log_start_offset, r.high_watermark,
-                                      r.last_stable_offset, r.segment_count, r.size_bytes) for r in rows],
+                                      max(r.last_stable_offset, r.log_start_offset), r.segment_count,
+                                      r.size_bytes) for r in rows],
             schema=meta.schema, config=dict(meta.config), topic_id=meta.topic_id,
             created_ms=meta.created_ms, schema_version=meta.schema_version,
             schema_versions=[meta.versions[v] for v in sorted(meta.versions)],

@@ -188,6 +188,32 @@ def test_retention_expires_whole_files_below_the_log_start(backend):
     broker.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the publisher's ranges, not the store
+def test_deleted_records_are_expired_from_the_table_and_never_published(backend):
+    """Broker.delete_records moves the log start (inside a published file on partition 1,
+    past records not published yet on partition 0): the next publish removes the files
+    wholly below it, publishes only what is left, and keeps a file that holds the log start."""
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for round_ in range(2):  # two publishes: files of offsets 0-1 and 2-3 per partition
+        for amount in (1, 2):
+            transfer(bank, amount + 10 * round_)
+        broker.publish_iceberg()
+    for amount in (21, 22):  # offsets 4-5, not published
+        transfer(bank, amount)
+    assert broker.delete_records(TOPIC, {0: -1, 1: 3}) == {0: 6, 1: 3}
+    result = broker.publish_iceberg()[0]
+    assert result.expired_files == 3
+    rows = table_rows(broker.iceberg_table(TOPIC))
+    assert [(r[0], r[1]) for r in rows] == [(1, 2), (1, 3), (1, 4), (1, 5)]
+    assert set(committed_rows(broker)) == {r for r in rows if r[1] >= 3}
+    assert broker.publish_iceberg()[0].expired_files == 0
+    assert broker.fsck().ok
+    broker.close()
+
+
 def test_fsck_checks_the_table_against_the_topic(backend):
     broker = backend.connect()
     create(broker)
