@@ -284,8 +284,20 @@ class Broker:
         * ``config``: topic configs to change (InvalidConfigError for an unknown key or a
           bad value); the schema change, if any, is checked under the new configs.
 
-        Nothing changes when any part is refused. Returns the topic's description."""
+        Nothing changes when any part is refused. Returns the topic's description.
+
+        A topic with ``iceberg.enabled`` whose schema changed has its table's schema evolved
+        right after (docs/iceberg.md, "Schema evolution"); if the catalog does not answer,
+        the next publish does it (a warning is logged, the alteration stands)."""
         self._topics.alter(name, schema=schema, partitions=partitions, config=config, by=by)
+        if schema is not None:
+            meta = self._topics.get(name, refresh=True)
+            if meta.config.get("iceberg.enabled"):
+                try:
+                    self._iceberg_publisher().evolve(meta)
+                except TxnBrokerError as error:
+                    log.warning("topic %s altered; its Iceberg table's schema will follow at the next publish: %s",
+                                name, error)
         return self.describe_topic(name)
 
     def topic_alterations(self, name: str) -> list[dict[str, Any]]:

@@ -316,8 +316,10 @@ def _actor(by: str | None) -> str:
 
 
 def _same_version(a: pa.Schema, b: pa.Schema) -> bool:
-    """Whether two schemas with ids are the same version: same fields, ids and defaults."""
-    return same_schema(a, b) and all(declared_default(x) == declared_default(y) for x, y in zip(a, b, strict=True))
+    """Whether two schemas with ids are the same version: same fields, ids, nullability
+    (required -> optional is a change) and defaults."""
+    return same_schema(a, b) and all(declared_default(x) == declared_default(y) and x.nullable == y.nullable
+                                     for x, y in zip(a, b, strict=True))
 
 
 def describe_change(old: pa.Schema, new: pa.Schema) -> list[str]:
