@@ -109,8 +109,8 @@ def read_ranges(spark: Any, broker: Broker, ranges: OffsetRanges, source_options
         log.info("txn_topic read: %s from Iceberg table(s) (%d offsets), %d offsets through the source",
                  ", ".join(f"{t.table}@{t.snapshot_id}" for t in split.tables),
                  sum(t.offsets for t in split.tables), split.tail_offsets)
-        df = df.withMetadata("_offset", {METADATA_KEY: ranges.to_json()})
-    return df
+    # the whole read's offsets (with its group), whichever parts it was read from
+    return df.withMetadata("_offset", {METADATA_KEY: ranges.to_json()})
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:
