@@ -38,13 +38,16 @@ class Sizes:
     kafka_mb: int = _f(32, "case 9: MB produced and consumed through the Kafka protocol per repetition")
     compact_txns: int = _f(20_000, "case 10: transactions of 10 records written, then compacted")
     evolve_rows: int = _f(2_000_000, "case 11: rows written across 5 schema versions (and again in one)")
+    metrics_partitions: int = _f(10_000, "case 12: partitions of the scraped broker")
+    metrics_groups: int = _f(1_000, "case 12: consumer groups of the scraped broker")
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(reps=3, produce_mb=32, small_appends=15, large_rows=200_000, large_reps=2, commit_samples=30,
                    consume_mb=32, user_rows=500_000, scale_partitions=1_000, scale_segments=100_000, scale_points=3,
                    scale_samples=20, concurrency_seconds=3, spark_rows=100_000, spark_reps=1, kafka_mb=8,
-                   compact_txns=2_000, evolve_rows=500_000)
+                   compact_txns=2_000, evolve_rows=500_000, metrics_partitions=1_000,
+                   metrics_groups=100)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from .errors import (
 )
 from .log.batches import DEFAULT_SCHEMA, schema_from_text, schema_to_text, validate_topic_schema
 from .log.field_ids import field_id, strip_field_ids
-from .log.projection import declared_default, same_schema
+from .log.projection import Projection, declared_default, same_schema
 from .models import PartitionInfo, TopicDescription
 from .names import validate_topic_name
 from .topic_configs import check_changes, validate_config, with_legacy_defaults
@@ -89,6 +89,18 @@ class TopicMeta:
             raise UnknownTopicOrPartitionError(
                 f"topic {self.name!r} has no schema version {version} (its latest is {self.schema_version}); "
                 "it was altered since this handle was made: look the topic up again") from None
+
+    @cached_property
+    def _projections(self) -> dict[int, Projection]:
+        return {}
+
+    def projection_from(self, version: int) -> Projection:
+        """The reading of data of ``version`` under the latest schema, as readers' tables
+        (field ids off), planned once per version and kept with this handle."""
+        plan = self._projections.get(version)
+        if plan is None:
+            plan = self._projections[version] = Projection(self.schema_at(version), self.schema, keep_ids=False)
+        return plan
 
     @classmethod
     def of(cls, row: Any, versions: Mapping[int, SchemaVersion] | None = None) -> TopicMeta:

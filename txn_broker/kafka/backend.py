@@ -48,7 +48,6 @@ from ..errors import (
 )
 from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
-from ..log.projection import project
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
@@ -250,7 +249,7 @@ class KafkaBackend:
         field ids: what the JSON mapping turns into record values."""
         if seg.schema_version > meta.schema_version:  # written in a version made since
             meta = self.broker._topics.get(meta.name, refresh=True)
-        return meta, project(rows, meta.schema_at(seg.schema_version), meta.schema, keep_ids=False)
+        return meta, meta.projection_from(seg.schema_version).apply(rows)
 
     # -- produce ---------------------------------------------------------------------------
 

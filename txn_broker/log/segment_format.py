@@ -4,6 +4,8 @@ its buffers compressed with the topic's ``compression.type``; and the schema rea
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pyarrow as pa
 
 from ..errors import InvalidConfigError
@@ -92,11 +94,17 @@ def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
     return bool(sizes[1] <= sizes[0] * (1 - _MIN_SAVINGS))
 
 
-def decode_segment(data: bytes | pa.Buffer) -> pa.Table:
+def decode_segment(data: bytes | pa.Buffer, skip: Collection[str] = ()) -> pa.Table:
     """The records of a segment object, compressed or not. From a ``pa.Buffer`` (a memory
-    map, an S3 body) the uncompressed columns are read without a copy."""
+    map, an S3 body) the uncompressed columns are read without a copy. Columns named in
+    ``skip`` (those a reader's schema version dropped) are not decoded at all."""
     source = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    return pa.ipc.open_file(source).read_all()
+    reader = pa.ipc.open_file(source)
+    if skip:
+        keep = [i for i, name in enumerate(reader.schema.names) if name not in skip]
+        if keep and len(keep) < len(reader.schema):  # an empty list would mean every column
+            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=keep))
+    return reader.read_all()
 
 
 def with_timestamp(table: pa.Table, now_ms: int) -> pa.Table:
