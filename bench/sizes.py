@@ -40,6 +40,7 @@ class Sizes:
     evolve_rows: int = _f(2_000_000, "case 11: rows written across 5 schema versions (and again in one)")
     metrics_partitions: int = _f(10_000, "case 12: partitions of the scraped broker")
     metrics_groups: int = _f(1_000, "case 12: consumer groups of the scraped broker")
+    iceberg_txns: int = _f(10_000, "case 15: transactions of 10 records published to an Iceberg table")
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -47,7 +48,7 @@ class Sizes:
                    consume_mb=32, user_rows=500_000, scale_partitions=1_000, scale_segments=100_000, scale_points=3,
                    scale_samples=20, concurrency_seconds=3, spark_rows=100_000, spark_reps=1, kafka_mb=8,
                    compact_txns=2_000, evolve_rows=500_000, metrics_partitions=1_000,
-                   metrics_groups=100)
+                   metrics_groups=100, iceberg_txns=2_000)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
