@@ -280,7 +280,8 @@ class Topics:
         return TopicDescription(
             name=meta.name,
             partitions=[PartitionInfo(r.partition_no, r.log_start_offset, r.high_watermark,
-                                      r.last_stable_offset, r.segment_count, r.size_bytes) for r in rows],
+                                      max(r.last_stable_offset, r.log_start_offset), r.segment_count,
+                                      r.size_bytes) for r in rows],
             schema=meta.schema, config=dict(meta.config), topic_id=meta.topic_id,
             created_ms=meta.created_ms, schema_version=meta.schema_version,
             schema_versions=[meta.versions[v] for v in sorted(meta.versions)],
@@ -315,8 +316,10 @@ def _actor(by: str | None) -> str:
 
 
 def _same_version(a: pa.Schema, b: pa.Schema) -> bool:
-    """Whether two schemas with ids are the same version: same fields, ids and defaults."""
-    return same_schema(a, b) and all(declared_default(x) == declared_default(y) for x, y in zip(a, b, strict=True))
+    """Whether two schemas with ids are the same version: same fields, ids, nullability
+    (required -> optional is a change) and defaults."""
+    return same_schema(a, b) and all(declared_default(x) == declared_default(y) and x.nullable == y.nullable
+                                     for x, y in zip(a, b, strict=True))
 
 
 def describe_change(old: pa.Schema, new: pa.Schema) -> list[str]:

@@ -21,7 +21,7 @@ TINY = ["--quick", "--reps", "1", "--produce-mb", "2", "--txn-mb", "1", "--small
         "--scale-partitions", "20", "--scale-segments", "400", "--scale-points", "2", "--scale-samples", "2",
         "--max-producers", "2", "--concurrency-seconds", "1", "--spark-rows", "2000", "--kafka-mb", "1",
         "--max-txn-mb", "1", "--compact-txns", "40", "--evolve-rows", "20000",
-        "--metrics-partitions", "20", "--metrics-groups", "4"]
+        "--metrics-partitions", "20", "--metrics-groups", "4", "--iceberg-mb", "2", "--iceberg-lag-seconds", "3"]
 
 
 def run_bench(tmp_path: Path, *args: str) -> dict:
@@ -53,10 +53,10 @@ def check_figures(run: dict, cases: set[int]) -> None:
 
 
 def test_every_case_on_the_embedded_backend(tmp_path):
-    """Cases 1-7 and 10-12 (case 8 starts Spark, which the Spark tests cover; its adapter is checked
+    """Cases 1-7 and 10-13 (case 8 starts Spark, which the Spark tests cover; its adapter is checked
     below against the real stage module's signature)."""
-    run = run_bench(tmp_path, "--backends", "sqlite", "--cases", "1,2,3,4,5,6,7,10,11,12")
-    check_figures(run, {1, 2, 3, 4, 5, 6, 7, 10, 11, 12})
+    run = run_bench(tmp_path, "--backends", "sqlite", "--cases", "1,2,3,4,5,6,7,10,11,12,13")
+    check_figures(run, {1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13})
     doc = (tmp_path / "benchmarks.md").read_text()
     assert "<!-- BEGIN GENERATED" in doc and "<!-- END GENERATED -->" in doc and "### Summary" in doc
     for image in ("throughput", "case3", "case4", "case6", "case7"):

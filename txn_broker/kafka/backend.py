@@ -218,6 +218,12 @@ class KafkaBackend:
         if not validate_only:
             self.broker.alter_topic(name, partitions=count, by=by)
 
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: the partition's log start moved up to ``offset`` (-1: the high
+        watermark); its new log start (the low watermark)."""
+        self._meta(topic, partition)
+        return self.broker.delete_records(topic, {partition: offset})[partition]
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:
         """Kafka's CreateTopics: ``configs`` are checked by the topic configs' table (a name

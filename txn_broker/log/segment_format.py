@@ -64,6 +64,19 @@ def encode_segment(table: pa.Table, compression: str = "uncompressed", *,
     return sink.getvalue()
 
 
+def segment_overhead(topic_schema: pa.Schema, compression: str = "uncompressed") -> int:
+    """The bytes of a segment of ``topic_schema`` that hold no record: the IPC file's
+    framing, its schema (stored twice: the first message and the footer) and one record
+    batch's metadata. A small segment is mostly this (10 records of 100 B: 800 of its
+    2,000 bytes), a merged one pays it once, so sizing a merge by stored bytes overcounts
+    what small inputs bring."""
+    schema = pa.schema([pa.field("_timestamp", TIMESTAMP_TYPE), *topic_schema])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema, options=_IPC_OPTIONS_ONE_THREAD[compression]) as writer:
+        writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema))
+    return int(sink.tell())
+
+
 def _compact_null_nested(table: pa.Table) -> pa.Table:
     """``table`` with its all-null nested columns (lists, maps, structs) rebuilt. Arrow's
     IPC writer writes the whole child offsets of a ``pa.nulls`` map, however few of its
