@@ -53,4 +53,8 @@ CASES = {c.number: c for c in [
     Case(12, "Prometheus scrape of 10,000 partitions and 1,000 groups", "case_metrics", "p50 ≤ 1,000 ms"),
     Case(13, "Iceberg publish vs pyarrow; commit-to-visible lag", "case_iceberg",
          "publish ≥ 0.8× pyarrow; lag p50 ≤ 5 s"),
+    Case(14, "Spark stage reading a topic's Iceberg table natively vs plain Spark Parquet", "case_spark_native",
+         "≥ 0.95"),
+    Case(15, "small transactions: Iceberg table scan after the small-file rewrite vs one file", "case_iceberg_small",
+         "≥ 0.8 (pyiceberg and Spark)"),
 ]}

@@ -43,6 +43,7 @@ class Sizes:
     metrics_groups: int = _f(1_000, "case 12: consumer groups of the scraped broker")
     iceberg_mb: int = _f(64, "case 13: MB published to an Iceberg table per repetition")
     iceberg_lag_seconds: int = _f(30, "case 13: seconds of the steady workload whose lag is measured")
+    iceberg_txns: int = _f(10_000, "case 15: transactions of 10 records published to an Iceberg table")
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -50,7 +51,7 @@ class Sizes:
                    consume_mb=32, user_rows=500_000, scale_partitions=1_000, scale_segments=100_000, scale_points=3,
                    scale_samples=20, concurrency_seconds=3, spark_rows=100_000, spark_reps=1, kafka_mb=8,
                    compact_txns=2_000, evolve_rows=500_000, metrics_partitions=1_000,
-                   metrics_groups=100, iceberg_mb=16, iceberg_lag_seconds=15)
+                   metrics_groups=100, iceberg_mb=16, iceberg_lag_seconds=15, iceberg_txns=2_000)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
