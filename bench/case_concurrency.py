@@ -40,10 +40,12 @@ def _producer_argv(topic: str, partitions: int, sizes: Sizes) -> Callable[[int],
                       str(sizes.concurrency_seconds), str(RECORDS_PER_TXN), str(sizes.record_bytes)]
 
 
-def _run_producers(backend: Backend, argv: Callable[[int], list[str]], count: int, sizes: Sizes
-                   ) -> tuple[list[dict], float]:
+def _run_producers(backend: Backend, argv: Callable[[int], list[str]], count: int, sizes: Sizes,
+                   server_cpu_seconds: Callable[[], float] | None = None) -> tuple[list[dict], float]:
     """Run ``count`` worker processes (``python -m`` + ``argv(i)``) for the window; their
-    outputs, and the CPU seconds the servers used during the window."""
+    outputs, and the CPU seconds the servers used during the window (read by
+    ``server_cpu_seconds``, default the backend's servers)."""
+    server_cpu_seconds = server_cpu_seconds or backend.server_cpu_seconds
     env = {**os.environ, **backend.env}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     procs = [subprocess.Popen(
@@ -65,9 +67,9 @@ def _run_producers(backend: Backend, argv: Callable[[int], list[str]], count: in
             proc.stdin.write(f"{start_at}\n")
             proc.stdin.flush()
         time.sleep(max(start_at - time.time(), 0))
-        server_cpu = backend.server_cpu_seconds()
+        server_cpu = server_cpu_seconds()
         time.sleep(max(start_at + sizes.concurrency_seconds - time.time(), 0))
-        server_cpu = backend.server_cpu_seconds() - server_cpu
+        server_cpu = server_cpu_seconds() - server_cpu
         outputs = []
         for proc in procs:
             out, err = proc.communicate(timeout=sizes.concurrency_seconds + 120)

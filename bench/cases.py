@@ -1,5 +1,6 @@
 """The benchmark cases of issue 9 (and later issues: case 10, compaction, issue 29; case 11,
-schema evolution, issue 26), by number, and where each one runs."""
+schema evolution, issue 26; case 12, the metrics exporter's scrape, issue 27;
+case 13, Iceberg tables, issue 25), by number, and where each one runs."""
 
 from __future__ import annotations
 
@@ -49,4 +50,11 @@ CASES = {c.number: c for c in [
          "≥ 0.8× the same records written as one transaction per partition"),
     Case(11, "read_committed consume across 5 schema versions vs one version", "case_evolve",
          "throughput ratio ≥ 0.90"),
+    Case(12, "Prometheus scrape of 10,000 partitions and 1,000 groups", "case_metrics", "p50 ≤ 1,000 ms"),
+    Case(13, "Iceberg publish vs pyarrow; commit-to-visible lag", "case_iceberg",
+         "publish ≥ 0.8× pyarrow; lag p50 ≤ 5 s"),
+    Case(14, "Spark stage reading a topic's Iceberg table natively vs plain Spark Parquet", "case_spark_native",
+         "≥ 0.95"),
+    Case(15, "small transactions: Iceberg table scan after the small-file rewrite vs one file", "case_iceberg_small",
+         "≥ 0.8 (pyiceberg and Spark)"),
 ]}

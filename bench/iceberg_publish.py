@@ -1,6 +1,7 @@
 """Iceberg publish throughput against pyarrow writing the same Parquet files to the same
-storage (docs/iceberg.md, "Refine, not zero copy"). Not part of ``make bench`` yet; run
-``.venv/bin/python -m bench.iceberg_publish [MB]`` (a local directory and SQLite).
+storage (docs/iceberg.md, "Refine, not zero copy"), standalone: ``make bench`` measures it
+as case 13 (``bench/case_iceberg.py``, both backends); this script is the quick local
+check, ``.venv/bin/python -m bench.iceberg_publish [MB]`` (a local directory and SQLite).
 
 The topic gets ``MB`` of records (1 KB each, key/value/headers, in transactions of 1 MB);
 ``publish_iceberg()`` then reads its committed segments and writes them as Parquet data

@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Param, task
-from txn_broker_airflow.assets import committed_records_asset, topic_asset
+from airflow.sdk import DAG, Param
+from txn_broker_airflow import ProcessCommittedRecordsOperator, TopicSpec
+from txn_broker_airflow.assets import committed_records_asset
+from txn_broker_airflow.examples import pipeline_topics, spark_apps_dir
 
-SPARK_APPS = Path(os.environ.get("TXN_BROKER_SPARK_APPS") or Path(__file__).resolve().parents[1] / "spark_apps")
 SOURCE, OUTPUT, GROUP = "orders_raw", "orders_accepted", "orders_events.accept"
+# the topics' shapes live with the Spark stages (spark_apps/pipeline.py)
+TOPICS = pipeline_topics(spark_apps_dir(__file__), [SOURCE, OUTPUT])
 POLL_INTERVAL = float(os.environ.get("TXN_BROKER_EVENTS_POLL_INTERVAL", "5"))
 
 committed_orders = committed_records_asset([SOURCE], GROUP, poll_interval=POLL_INTERVAL)
@@ -55,23 +56,13 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(outlets=[topic_asset(OUTPUT)])
-    def accept_orders(**context: Any) -> dict[str, Any]:
-        """Process the committed ranges of the events that started this run, exactly once."""
-        from txn_broker_airflow.event_ranges import process_ranges, run_events
-        from txn_broker_airflow.examples import accept_orders as transform
-        from txn_broker_airflow.examples import pipeline_topics
-        from txn_broker_airflow.hooks.txn_broker import TxnBrokerHook
-        from txn_broker_airflow.ids import transactional_id_for
-
-        events = run_events(context, committed_orders)
-        hook = TxnBrokerHook()
-        try:
-            broker = hook.get_conn()
-            broker.ensure_topics(pipeline_topics(SPARK_APPS, [SOURCE, OUTPUT]))
-            return process_ranges(broker, transactional_id=transactional_id_for(context), events=events,
-                                  output_topic=OUTPUT, transform=transform, key="order_id")
-        finally:
-            hook.close()
-
-    accept_orders()
+    # fences older instances, processes [committed, end) of the announced ranges and commits
+    # the output with the group's new offsets (event_ranges.process_ranges); lineage: lineage.py
+    ProcessCommittedRecordsOperator(
+        task_id="accept_orders",
+        events_asset=committed_orders,
+        output_topic=OUTPUT,
+        transform="txn_broker_airflow.examples.accept_orders",
+        key="order_id",
+        topics=[TopicSpec(name, partitions, schema) for name, (partitions, schema) in TOPICS.items()],
+    )

@@ -852,3 +852,31 @@ ON CONFLICT DO NOTHING;
 DELETE FROM kafka_acls
 WHERE resource_type = :resource_type AND resource_name = :resource_name AND pattern_type = :pattern_type
   AND principal = :principal AND host = :host AND operation = :operation AND permission = :permission;
+
+-- set_log_start --
+-- Area: deleting records (txn_broker/log/record_deletion.py; Kafka's DeleteRecords), to the end of this group.
+-- Move a partition's log start forward to any offset up to the high watermark, possibly
+-- inside a segment (its row locked by lock_partition first)
+UPDATE partitions SET log_start_offset = :new_start
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND log_start_offset < :new_start AND :new_start <= high_watermark;
+
+-- queue_records_deleted_objects --
+-- Queue the objects of the segments wholly below the new log start for deletion
+INSERT INTO object_deletions (object_key, reason, requested_ms)
+SELECT object_key, 'delete-records', {now_ms} FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND base_offset < :new_start AND base_offset + record_count <= :new_start AND purged_ms IS NULL
+ON CONFLICT (object_key) DO NOTHING;
+
+-- delete_segments_below --
+-- Drop the rows of the segments wholly below the new log start (one holding it stays)
+DELETE FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no
+  AND base_offset < :new_start AND base_offset + record_count <= :new_start;
+
+-- segment_base_at --
+-- The base offset of the segment holding an offset (the log start may lie inside one), or
+-- NULL when no segment starts at or below it
+SELECT MAX(base_offset) FROM segments
+WHERE topic_id = :topic_id AND partition_no = :partition_no AND base_offset <= :offset;

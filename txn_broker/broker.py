@@ -44,6 +44,7 @@ from .log.partition import (
     partition_offsets,
 )
 from .log.projection import declared_default
+from .log.record_deletion import delete_records
 from .migrations import latest_version, pending, require_current, upgrade, upgrade_db
 from .models import (
     GroupDescription,
@@ -283,8 +284,20 @@ class Broker:
         * ``config``: topic configs to change (InvalidConfigError for an unknown key or a
           bad value); the schema change, if any, is checked under the new configs.
 
-        Nothing changes when any part is refused. Returns the topic's description."""
+        Nothing changes when any part is refused. Returns the topic's description.
+
+        A topic with ``iceberg.enabled`` whose schema changed has its table's schema evolved
+        right after (docs/iceberg.md, "Schema evolution"); if the catalog does not answer,
+        the next publish does it (a warning is logged, the alteration stands)."""
         self._topics.alter(name, schema=schema, partitions=partitions, config=config, by=by)
+        if schema is not None:
+            meta = self._topics.get(name, refresh=True)
+            if meta.config.get("iceberg.enabled"):
+                try:
+                    self._iceberg_publisher().evolve(meta)
+                except TxnBrokerError as error:
+                    log.warning("topic %s altered; its Iceberg table's schema will follow at the next publish: %s",
+                                name, error)
         return self.describe_topic(name)
 
     def topic_alterations(self, name: str) -> list[dict[str, Any]]:
@@ -312,6 +325,22 @@ class Broker:
             self._store.delete(keys)
         except StorageUnavailableError as error:
             log.warning("topic %s deleted; %d objects left for gc: %s", name, len(keys), error)
+
+    def delete_records(self, topic: str, offsets: Mapping[int, int]) -> dict[int, int]:
+        """Kafka's DeleteRecords: make the records of each partition below its offset (-1:
+        the high watermark) unreadable by moving the partition's log start offset there
+        (inside a segment if need be; segments wholly below are deleted, their objects
+        queued for gc). Returns each partition's new log start offset (its low watermark);
+        an offset below the current one leaves it as it is. All partitions or none:
+        OffsetOutOfRangeError for an offset past a high watermark (or below -1),
+        UnknownTopicOrPartitionError for an unknown topic or partition, InvalidInputError
+        for an offset that is not an int. docs/semantics.md, "Deleting records"."""
+        if not isinstance(offsets, Mapping):
+            raise InvalidInputError(f"offsets must map partitions to offsets, got {type(offsets).__name__}")
+        meta = self._topics.get(topic)
+        for partition in offsets:
+            validate_partition(partition, meta.partition_count, topic)
+        return delete_records(self._db, meta.topic_id, meta.name, offsets)
 
     def check_offset(self, meta: TopicMeta, partition: int, offset: Any, *,
                      allow_below_start: bool = True) -> None:
@@ -448,7 +477,7 @@ class Broker:
             raise UnknownGroupError(f"group {group_id!r} has no committed offsets")
         return GroupDescription(group_id, [
             GroupPartition(r.topic, r.partition_no, r.committed_offset, r.log_start_offset,
-                           r.high_watermark, r.last_stable_offset, r.commit_ms) for r in rows])
+                           r.high_watermark, max(r.last_stable_offset, r.log_start_offset), r.commit_ms) for r in rows])
 
     def delete_group(self, group_id: str) -> None:
         """Forget a group: every committed offset of it (Kafka's DeleteGroups).

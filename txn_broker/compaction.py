@@ -11,7 +11,10 @@ them (planned and executed by :mod:`txn_broker.rewrite`):
   its segment by sequence number), consecutive in offsets. Segments of committed
   transactions and non-transactional ones give their records; segments of aborted
   transactions (purged by gc or not) give none, and their offsets become gaps. A segment of
-  at least 3/4 of ``segment.bytes`` is left alone.
+  at least 3/4 of ``segment.bytes`` is left alone. A segment is sized by what it brings to
+  the merged one, not by its stored bytes: a small segment's object is mostly IPC framing
+  and schema (10 records of 100 B: 800 of about 2,000 bytes), which the merged segment
+  pays once, and its records gain an 8-byte ``_offset``.
 * **The merged segment.** Every record keeps its offset, timestamp, headers and every
   column; its object stores the offsets as an ``_offset`` column in front of
   ``_timestamp`` (gaps where aborted records were), compressed with the topic's
@@ -52,7 +55,7 @@ from .errors import UnknownTopicOrPartitionError
 from .log.keys import segment_key
 from .log.partition import partition_offsets, partitions_page
 from .log.scan import scan_partition
-from .log.segment_format import OFFSET_COLUMN, encode_segment
+from .log.segment_format import OFFSET_COLUMN, encode_segment, segment_overhead
 from .retry import retrying
 from .rewrite import RewriteFile, RewriteGroup, plan_rewrite, run_rewrite
 from .storage import ObjectStore
@@ -145,9 +148,30 @@ def candidates(tx: Tx, topic_id: int, partition: int, min_age_ms: int) -> list[C
     return out
 
 
-def _file(c: Candidate) -> RewriteFile:
+#: bytes per record of the merged segment's ``_offset`` column
+_OFFSET_BYTES = 8
+
+
+def merged_bytes(c: Candidate, overhead: int) -> int:
+    """The bytes ``c`` brings to a merged segment: its stored bytes without the ``overhead``
+    every segment object pays once (:func:`txn_broker.log.segment_format.segment_overhead`),
+    plus the ``_offset`` column the merged segment stores for its records (a compacted
+    input has it already). Nothing for an aborted segment: its records are dropped."""
+    if not c.committed:
+        return 0
+    offsets = 0 if c.row_count is not None else _OFFSET_BYTES * c.record_count
+    return max(c.size_bytes - overhead, 0) + offsets
+
+
+def _file(c: Candidate, overhead: int) -> RewriteFile:
     return RewriteFile(c.object_key, c.base_offset, c.base_offset + c.record_count,
-                       c.size_bytes if c.committed else 0, movable=c.committed or c.aborted)
+                       merged_bytes(c, overhead), movable=c.committed or c.aborted)
+
+
+def _overheads(topic: TopicMeta, found: Sequence[Candidate]) -> dict[int, int]:
+    """The per-object overhead of a segment of each schema version among ``found``."""
+    return {v: segment_overhead(topic.versions[v].schema, topic.compression)
+            for v in {c.schema_version for c in found} if v in topic.versions}
 
 
 @dataclass(frozen=True)
@@ -223,7 +247,9 @@ def compact_partition(db: Database, store: ObjectStore, topic: TopicMeta, partit
     found = db.read(partial(candidates, topic_id=topic.topic_id, partition=partition,
                             min_age_ms=lag if min_age_ms is None else min_age_ms))
     report.partitions_checked += 1
-    groups = plan_rewrite([_file(c) for c in found], target)
+    overheads = _overheads(topic, found)
+    # a version made after the topic was looked up: its size as stored (such a group is skipped below)
+    groups = plan_rewrite([_file(c, overheads.get(c.schema_version, 0)) for c in found], target)
     if not groups:
         return
     by_key = {c.object_key: c for c in found}

@@ -42,7 +42,6 @@ from .errors import (
     UnknownTopicOrPartitionError,
 )
 from .log.partition import ISOLATION_LEVELS, READ_COMMITTED, PlannedSegment, check_offset, plan_fetch
-from .log.projection import project
 from .log.reader import MetadataColumns, SegmentCache, fetch_segment, prefetch_pool, row_index, row_offsets
 from .log.segment_format import read_schema
 from .models import OffsetAndMetadata, TopicPartition
@@ -249,7 +248,7 @@ class Consumer:
         meta = self._topic(topic)
         if version == meta.schema_version:
             return table
-        return project(table, meta.schema_at(version), meta.schema, keep_ids=False)
+        return meta.projection_from(version).apply(table)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -534,13 +533,15 @@ class Consumer:
             if block is not None:
                 self._cache.discard(block.key)  # read past (a seek back decodes it again)
             pending = self._prefetched.pop(seg.object_key, None)
-            table = self._cache.get(seg, None if pending is None else pending.result)
-            self._prefetch(segments, i + 1)
             meta = self._topic(tp.topic)
             if seg.schema_version > meta.schema_version:  # written in a version made since
                 meta = self._refresh(tp.topic)
-            # the segment's rows in the latest version known, field ids off (readers' tables)
-            rows = project(table, meta.schema_at(seg.schema_version), meta.schema, keep_ids=False)
+            # the segment's rows in the latest version known, field ids off (readers' tables);
+            # columns that version dropped are not even decoded
+            projection = meta.projection_from(seg.schema_version)
+            table = self._cache.get(seg, None if pending is None else pending.result, projection.dropped)
+            self._prefetch(segments, i + 1)
+            rows = projection.apply(table)
             block = self._blocks[tp] = _Block(seg.object_key, self._metadata.add(rows, tp.topic, tp.partition,
                                                                                 seg.base_offset),
                                               max(table.nbytes / max(table.num_rows, 1), 1.0),

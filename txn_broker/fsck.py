@@ -171,7 +171,8 @@ def _check_partition(db: Database, store: ObjectStore, report: FsckReport, topic
                     findings.append(Finding(
                         "offset_gap", f"{topic}-{partition}: no segment holds offsets {expected}.."
                         f"{s.base_offset - 1}", offset=expected, **where))
-                elif s.base_offset < expected:
+                elif s.base_offset < expected and not (expected == start and s.base_offset < start < end):
+                    # (a segment holding the log start is fine: DeleteRecords moved it inside one)
                     what = (f"starts below the log start offset {start}" if s.base_offset < start else
                             f"overlaps the previous segment, which ends at {expected}")
                     findings.append(Finding(

@@ -26,7 +26,7 @@ from .errors import (
 )
 from .log.batches import DEFAULT_SCHEMA, schema_from_text, schema_to_text, validate_topic_schema
 from .log.field_ids import field_id, strip_field_ids
-from .log.projection import declared_default, same_schema
+from .log.projection import Projection, declared_default, same_schema
 from .models import PartitionInfo, TopicDescription
 from .names import validate_topic_name
 from .topic_configs import check_changes, validate_config, with_legacy_defaults
@@ -89,6 +89,18 @@ class TopicMeta:
             raise UnknownTopicOrPartitionError(
                 f"topic {self.name!r} has no schema version {version} (its latest is {self.schema_version}); "
                 "it was altered since this handle was made: look the topic up again") from None
+
+    @cached_property
+    def _projections(self) -> dict[int, Projection]:
+        return {}
+
+    def projection_from(self, version: int) -> Projection:
+        """The reading of data of ``version`` under the latest schema, as readers' tables
+        (field ids off), planned once per version and kept with this handle."""
+        plan = self._projections.get(version)
+        if plan is None:
+            plan = self._projections[version] = Projection(self.schema_at(version), self.schema, keep_ids=False)
+        return plan
 
     @classmethod
     def of(cls, row: Any, versions: Mapping[int, SchemaVersion] | None = None) -> TopicMeta:
@@ -268,7 +280,8 @@ class Topics:
         return TopicDescription(
             name=meta.name,
             partitions=[PartitionInfo(r.partition_no, r.log_start_offset, r.high_watermark,
-                                      r.last_stable_offset, r.segment_count, r.size_bytes) for r in rows],
+                                      max(r.last_stable_offset, r.log_start_offset), r.segment_count,
+                                      r.size_bytes) for r in rows],
             schema=meta.schema, config=dict(meta.config), topic_id=meta.topic_id,
             created_ms=meta.created_ms, schema_version=meta.schema_version,
             schema_versions=[meta.versions[v] for v in sorted(meta.versions)],
@@ -303,8 +316,10 @@ def _actor(by: str | None) -> str:
 
 
 def _same_version(a: pa.Schema, b: pa.Schema) -> bool:
-    """Whether two schemas with ids are the same version: same fields, ids and defaults."""
-    return same_schema(a, b) and all(declared_default(x) == declared_default(y) for x, y in zip(a, b, strict=True))
+    """Whether two schemas with ids are the same version: same fields, ids, nullability
+    (required -> optional is a change) and defaults."""
+    return same_schema(a, b) and all(declared_default(x) == declared_default(y) and x.nullable == y.nullable
+                                     for x, y in zip(a, b, strict=True))
 
 
 def describe_change(old: pa.Schema, new: pa.Schema) -> list[str]:

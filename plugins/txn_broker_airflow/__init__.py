@@ -3,7 +3,8 @@
 * ``hooks.txn_broker.TxnBrokerHook``: the ``txn_broker`` connection type, a cached Broker;
 * ``operators``: ``TransactionalSparkOperator`` (one Spark stage, one transaction),
   ``ProduceToTopicOperator`` (files or a callable into a topic, exactly once) and
-  ``TopicToPostgresOperator`` (committed records into a SQL table, exactly once);
+  ``TopicToPostgresOperator`` (committed records into a SQL table, exactly once),
+  ``ProcessCommittedRecordsOperator`` (the event-driven stage);
 * ``sensors`` / ``triggers``: ``TopicRecordsSensor`` and ``TransactionTimeoutSensor``,
   both deferrable;
 * ``listeners``: aborts a failed task's open transaction at once (registered by the
@@ -32,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "ProduceToTopicOperator": ".operators.produce",
     "TopicToPostgresOperator": ".operators.topic_to_postgres",
     "TransactionalSparkOperator": ".operators.transactional_spark",
+    "ProcessCommittedRecordsOperator": ".operators.committed_records",
     "TopicRecordsSensor": ".sensors.topic_records",
     "TransactionTimeoutSensor": ".sensors.transaction_timeout",
     "TopicRecordsTrigger": ".triggers.topic_records",
@@ -47,6 +49,7 @@ __all__ = [  # noqa: RUF022 (grouped as above)
     "__version__",
     "TxnBrokerHook",
     "ProduceToTopicOperator", "TopicToPostgresOperator", "TransactionalSparkOperator",
+    "ProcessCommittedRecordsOperator",
     "TopicRecordsSensor", "TransactionTimeoutSensor",
     "TopicRecordsTrigger", "TransactionTimeoutTrigger", "CommittedRecordsEventTrigger",
     "topic_asset", "committed_records_asset",
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
 
     from .assets import committed_records_asset, topic_asset
     from .hooks.txn_broker import TxnBrokerHook
+    from .operators.committed_records import ProcessCommittedRecordsOperator
     from .operators.produce import ProduceToTopicOperator
     from .operators.topic_to_postgres import TopicToPostgresOperator
     from .operators.transactional_spark import TransactionalSparkOperator

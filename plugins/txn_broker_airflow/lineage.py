@@ -12,8 +12,13 @@ the store), and the namespace names it without a user or password. An SQLite bro
 Facets: each topic carries a ``schema`` facet from its Arrow schema; outputs carry
 ``outputStatistics`` (records, and bytes when known); a transactional operator's run
 carries ``txnBroker_transaction``: transactional id, producer id and epoch, transaction
-id, state, and per partition the offsets the transaction wrote and its marker (COMMIT,
-ABORT, or none while open). docs/observability.md lists them."""
+id, state, per partition the offsets the transaction wrote and its marker (COMMIT,
+ABORT, or none while open), and the consumer-group offsets it committed with them
+(``groupOffsets``: the input a stage consumed). docs/observability.md lists them.
+
+Operators: the ingest (``ProduceToTopicOperator``), the Spark stage
+(``TransactionalSparkOperator``), the event-driven stage
+(``ProcessCommittedRecordsOperator``) and the load (``TopicToPostgresOperator``)."""
 
 from __future__ import annotations
 
@@ -54,6 +59,7 @@ def transaction_facet(**fields: Any) -> Any:
         transactionId: int | None = attrs.field(default=None)  # noqa: N815
         state: str | None = attrs.field(default=None)
         partitions: list[dict[str, Any]] = attrs.field(factory=list)
+        groupOffsets: list[dict[str, Any]] = attrs.field(factory=list)  # noqa: N815
 
         @staticmethod
         def _get_schema() -> str:
@@ -76,7 +82,8 @@ class TxnBrokerLineageMixin:
         return [], []
 
     def lineage_output_statistics(self, result: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
-        """{output topic: (records, bytes or None)} of a finished run."""
+        """{output topic: (records, bytes or None)} of a finished run. Bytes left None are
+        taken from the run's committed transaction when it wrote exactly those records."""
         return {}
 
     # -- what Airflow's OpenLineage provider calls -----------------------------------------
@@ -104,7 +111,14 @@ class TxnBrokerLineageMixin:
         try:
             broker = hook.get_conn()
             namespace = broker_namespace(broker.database_location)
-            stats = self.lineage_output_statistics(result)
+            running = getattr(self, "running_transaction", None)
+            described = None
+            if task_instance is not None and running is not None:
+                try:
+                    described = broker.describe_transaction(running[0])
+                except Exception:  # noqa: BLE001 - lineage never fails a task (an id never initialised)
+                    pass
+            stats = _with_committed_bytes(self.lineage_output_statistics(result), described)
 
             def dataset(topic: str, output: bool) -> Any:
                 facets: dict[str, Any] = {}
@@ -124,12 +138,8 @@ class TxnBrokerLineageMixin:
                 return OutputDataset(namespace=namespace, name=topic, facets=facets, outputFacets=output_facets)
 
             run_facets: dict[str, Any] = {}
-            running = getattr(self, "running_transaction", None)
-            if task_instance is not None and running is not None:
-                try:
-                    run_facets[TRANSACTION_FACET] = self._transaction_facet(broker, running)
-                except Exception:  # noqa: BLE001 - lineage never fails a task (an id never initialised)
-                    pass
+            if described is not None and running is not None:
+                run_facets[TRANSACTION_FACET] = self._transaction_facet(described, running[1])
             other_in, other_out = self.lineage_other_datasets(result)
             return OperatorLineage(inputs=[dataset(t, False) for t in inputs] + other_in,
                                    outputs=[dataset(t, True) for t in outputs] + other_out,
@@ -138,16 +148,33 @@ class TxnBrokerLineageMixin:
             hook.close()
 
     @staticmethod
-    def _transaction_facet(broker: Any, running: tuple[str, int | None]) -> Any:
-        tid, epoch = running
-        described = broker.describe_transaction(tid)
+    def _transaction_facet(described: Any, epoch: int | None) -> Any:
         return transaction_facet(
-            transactionalId=tid, producerId=described.producer_id,
+            transactionalId=described.transactional_id, producerId=described.producer_id,
             producerEpoch=described.producer_epoch if epoch is None else epoch,
             transactionId=described.txn_id, state=described.state,
             partitions=[{"topic": p.topic, "partition": p.partition, "firstOffset": p.first_offset,
-                         "lastOffset": p.last_offset, "records": p.record_count, "marker": p.marker}
-                        for p in described.partitions])
+                         "lastOffset": p.last_offset, "records": p.record_count, "bytes": p.size_bytes,
+                         "marker": p.marker}
+                        for p in described.partitions],
+            groupOffsets=[{"group": o["group_id"], "topic": o["topic"], "partition": o["partition_no"],
+                           "offset": o["committed_offset"]} for o in described.pending_offsets])
+
+
+def _with_committed_bytes(stats: dict[str, tuple[int, int | None]],
+                          described: Any) -> dict[str, tuple[int, int | None]]:
+    """``stats`` with the bytes an operator did not know taken from its committed
+    transaction, for each topic where that transaction wrote exactly the records counted
+    (so a run that committed nothing new never reports an earlier run's bytes)."""
+    if described is None or described.state != "CompleteCommit":
+        return stats
+    filled: dict[str, tuple[int, int | None]] = {}
+    for topic, (records, size) in stats.items():
+        parts = [p for p in described.partitions if p.topic == topic and p.marker == "COMMIT"]
+        if size is None and records and sum(p.record_count for p in parts) == records:
+            size = sum(p.size_bytes for p in parts)
+        filled[topic] = (records, size)
+    return filled
 
 
 def _result(task_instance: Any) -> dict[str, Any] | None:

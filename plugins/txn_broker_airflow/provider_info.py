@@ -26,6 +26,8 @@ PLUGIN_NAME = "txn_broker_airflow"
 PLUGIN_CLASS_NAME = "txn_broker_airflow.plugin.TxnBrokerAirflowPlugin"
 #: the scheme of topic Assets (``txn_broker_airflow.assets``)
 ASSET_SCHEME = "txn-topic"
+#: the Asset URI scheme of an ``iceberg.enabled`` topic's Iceberg table (assets.py)
+ICEBERG_ASSET_SCHEME = "txn-iceberg"
 
 #: the standard connection fields the form hides: every setting is an extra
 HIDDEN_FIELDS = ["host", "schema", "login", "password", "port"]
@@ -109,6 +111,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": INTEGRATION,
                 "python-modules": [
+                    "txn_broker_airflow.operators.committed_records",
                     "txn_broker_airflow.operators.produce",
                     "txn_broker_airflow.operators.topic_to_postgres",
                     "txn_broker_airflow.operators.transactional_spark",
@@ -139,7 +142,12 @@ def get_provider_info() -> dict[str, Any]:
                 "schemes": [ASSET_SCHEME],
                 "handler": "txn_broker_airflow.assets.sanitize_uri",
                 "factory": "txn_broker_airflow.assets.create_asset",
-            }
+            },
+            {
+                "schemes": [ICEBERG_ASSET_SCHEME],
+                "handler": "txn_broker_airflow.assets.sanitize_uri",
+                "factory": "txn_broker_airflow.assets.create_iceberg_asset",
+            },
         ],
         # MessageQueueTrigger(scheme="txn_broker", ...) of the common-messaging provider
         "queues": [QUEUE_PROVIDER_CLASS_NAME],

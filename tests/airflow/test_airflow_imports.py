@@ -18,6 +18,7 @@ PUBLIC = {
     "ProduceToTopicOperator": "txn_broker_airflow.operators.produce",
     "TopicToPostgresOperator": "txn_broker_airflow.operators.topic_to_postgres",
     "TransactionalSparkOperator": "txn_broker_airflow.operators.transactional_spark",
+    "ProcessCommittedRecordsOperator": "txn_broker_airflow.operators.committed_records",
     "TopicRecordsSensor": "txn_broker_airflow.sensors.topic_records",
     "TransactionTimeoutSensor": "txn_broker_airflow.sensors.transaction_timeout",
     "TopicRecordsTrigger": "txn_broker_airflow.triggers.topic_records",

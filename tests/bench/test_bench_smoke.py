@@ -20,7 +20,8 @@ TINY = ["--quick", "--reps", "1", "--produce-mb", "2", "--txn-mb", "1", "--small
         "--large-reps", "1", "--commit-samples", "2", "--consume-mb", "2", "--user-rows", "20000",
         "--scale-partitions", "20", "--scale-segments", "400", "--scale-points", "2", "--scale-samples", "2",
         "--max-producers", "2", "--concurrency-seconds", "1", "--spark-rows", "2000", "--kafka-mb", "1",
-        "--max-txn-mb", "1", "--compact-txns", "40", "--evolve-rows", "20000"]
+        "--max-txn-mb", "1", "--compact-txns", "40", "--evolve-rows", "20000",
+        "--metrics-partitions", "20", "--metrics-groups", "4", "--iceberg-mb", "2", "--iceberg-lag-seconds", "3"]
 
 
 def run_bench(tmp_path: Path, *args: str) -> dict:
@@ -52,10 +53,10 @@ def check_figures(run: dict, cases: set[int]) -> None:
 
 
 def test_every_case_on_the_embedded_backend(tmp_path):
-    """Cases 1-7, 10 and 11 (case 8 starts Spark, which the Spark tests cover; its adapter is checked
+    """Cases 1-7 and 10-13 (case 8 starts Spark, which the Spark tests cover; its adapter is checked
     below against the real stage module's signature)."""
-    run = run_bench(tmp_path, "--backends", "sqlite", "--cases", "1,2,3,4,5,6,7,10,11")
-    check_figures(run, {1, 2, 3, 4, 5, 6, 7, 10, 11})
+    run = run_bench(tmp_path, "--backends", "sqlite", "--cases", "1,2,3,4,5,6,7,10,11,12,13")
+    check_figures(run, {1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13})
     doc = (tmp_path / "benchmarks.md").read_text()
     assert "<!-- BEGIN GENERATED" in doc and "<!-- END GENERATED -->" in doc and "### Summary" in doc
     for image in ("throughput", "case3", "case4", "case6", "case7"):
@@ -122,4 +123,7 @@ def test_the_kafka_protocol_case(tmp_path):
     assert {"idempotent produce, Kafka client / Python API", "read_committed consume, Kafka client / Python API",
             "commit p99 through the protocol (10 records)",
             "idempotent produce: client ceiling (2 cores, listener free)",
-            "read_committed consume: 2-core ceiling at these CPU costs"} <= names
+            "read_committed consume: 2-core ceiling at these CPU costs",
+            "transactional produce: Kafka client / its 2-core ceiling",
+            "read_committed consume: listener CPU per MB / Kafka client's",
+            "2 transactional producers, aggregate commits/s, Kafka client / Python API"} <= names

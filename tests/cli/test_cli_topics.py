@@ -169,3 +169,45 @@ def test_topics_alter_errors_change_nothing(backend):
     described = run_json(backend, "topics", "describe", "t")
     assert (described["schema_version"], len(described["partitions"])) == (1, 2)
     assert backend.connect().topic_alterations("t") == []
+
+
+def _in_process(backend, *args: str) -> tuple[int, str, str]:
+    """``txn-broker ARGS`` in this process (cheaper than the console script)."""
+    import contextlib
+    import io
+
+    from txn_broker.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["--database-url", backend.database_url, "--storage-url", backend.storage_url, *args])
+        except SystemExit as exit_:  # argparse's usage errors
+            code = int(exit_.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_topics_delete_records(backend, tmp_path):
+    broker = backend.connect()
+    broker.create_topic("dr", partitions=2)
+    producer = broker.producer()
+    for partition in (0, 1):
+        for _ in range(2):
+            producer.send("dr", [{"key": None, "value": b"v", "headers": None}] * 3, partition=partition)
+            producer.flush()
+    producer.close()
+    code, out, _ = _in_process(backend, "topics", "delete-records", "dr", "--offset", "0=4")
+    assert code == 0 and out.split() == ["TOPIC", "PARTITION", "LOW_WATERMARK", "dr", "0", "4"]
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"partitions": [{"topic": "dr", "partition": 0, "offset": 5},
+                                                  {"topic": "dr", "partition": 1, "offset": -1}], "version": 1}))
+    code, out, _ = _in_process(backend, "--json", "topics", "delete-records", "--offset-json-file", str(offsets))
+    assert code == 0 and json.loads(out) == {"partitions": [
+        {"topic": "dr", "partition": 0, "low_watermark": 5}, {"topic": "dr", "partition": 1, "low_watermark": 6}]}
+    code, _, err = _in_process(backend, "topics", "delete-records", "dr", "--offset", "0=4", "1=7")
+    assert code != 0 and "high watermark is 6" in err
+    assert _in_process(backend, "topics", "delete-records", "dr")[0] == 2  # no --offset
+    assert _in_process(backend, "topics", "delete-records", "dr", "--offset", "0=x")[0] == 2
+    offsets.write_text("{}")
+    assert _in_process(backend, "topics", "delete-records", "--offset-json-file", str(offsets))[0] == 2
+    assert [p.log_start_offset for p in broker.describe_topic("dr").partitions] == [5, 6]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from collections import Counter
 
 import pyarrow as pa
@@ -68,15 +69,42 @@ def table_rows(table) -> list[tuple[int, int, str, int]]:
                       t.column("account").to_pylist(), t.column("amount").to_pylist(), strict=True))
 
 
+def polars_storage_options(table) -> dict[str, str] | None:
+    """What polars' own S3 client needs that the table does not say: the endpoint of the
+    test's S3 server (credentials come from the AWS variables, as for pyarrow)."""
+    endpoint = table.io.properties.get("s3.endpoint")
+    if endpoint is None:
+        return None
+    return {"aws_endpoint_url": endpoint, "aws_region": table.io.properties.get("s3.region", "us-east-1"),
+            "aws_allow_http": "true"}
+
+
 def main(count: int, seed: int) -> None:
     import txn_broker
 
     rng = random.Random(seed)
     broker = txn_broker.connect(os.environ["TXN_BROKER_DATABASE_URL"], os.environ["TXN_BROKER_STORAGE_URL"])
+    from txn_broker.errors import TxnBrokerError
+
     producer = broker.producer(transactional_id=f"bank-{seed}")
     producer.init_transactions()
     for _ in range(count):
-        transfer(producer, rng.randint(1, 100), abort=rng.random() < 0.2)
+        amount, abort = rng.randint(1, 100), rng.random() < 0.2
+        try:
+            transfer(producer, amount, abort=abort)
+        except TxnBrokerError as error:  # the database restarting (the postgres fault test)
+            if not error.retriable:
+                raise
+            print(f"transfer failed, starting over: {error}", file=sys.stderr)
+            while True:  # a new session aborts whatever the failed one left open
+                time.sleep(0.5)
+                try:
+                    producer = broker.producer(transactional_id=f"bank-{seed}")
+                    producer.init_transactions()
+                    break
+                except TxnBrokerError as again:
+                    if not again.retriable:
+                        raise
     broker.close()
 
 

@@ -76,9 +76,41 @@ def test_killed_before_commit_leaves_orphans_gc_deletes(backend):
     broker.close()
 
 
-def test_publisher_sigkilled_at_random_resumes_exactly_once(backend):
+def published_after_restart(broker) -> None:
+    """One more transfer, committed after the restart (retried while the database comes
+    back), reaches the table through the running publisher within 90 s."""
+    from txn_broker.errors import TxnBrokerError
+
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            producer = broker.producer(transactional_id="after-restart")
+            producer.init_transactions()
+            transfer(producer, 1000)
+            ends = {tp.partition: o for tp, o in broker.end_offsets([(TOPIC, 0), (TOPIC, 1)]).items()}
+            break
+        except TxnBrokerError as error:
+            assert error.retriable and time.monotonic() < deadline, error
+            time.sleep(0.5)
+    while True:
+        try:  # the test's own catalog connections died too: the first use after fails, retriable
+            status = broker.iceberg_status([TOPIC])[0]
+        except TxnBrokerError as error:
+            assert error.retriable and time.monotonic() < deadline, error
+            time.sleep(0.3)
+            continue
+        if all(p.published_offset >= ends[p.partition] for p in status.partitions):
+            return
+        assert time.monotonic() < deadline, "the publisher did not publish after PostgreSQL restarted"
+        time.sleep(0.3)
+
+
+def test_publisher_sigkilled_at_random_resumes_exactly_once(backend, request):
     """A producer process commits and aborts transfers while `txn-broker iceberg run`
-    publishes every 300 ms and is SIGKILLed at random moments, then restarted."""
+    publishes every 300 ms and is SIGKILLed at random moments, then restarted. On the
+    postgres backend, PostgreSQL is also restarted once mid-run (every connection of the
+    producer, the publisher and its catalog dies): the publisher carries on."""
+    pg = request.getfixturevalue("pg_server") if backend.name == "postgres" else None
     broker = backend.connect()
     create(broker, **{"iceberg.target.file.bytes": "2000"})  # several files per publish
     env = {**cli_env(backend)}
@@ -92,6 +124,10 @@ def test_publisher_sigkilled_at_random_resumes_exactly_once(backend):
             # once it has published (a process start takes seconds on a loaded machine), kill
             # it at a random moment of its next rounds: reading, writing or committing
             ready, _, _ = select.select([publisher.stdout], [], [], 90)
+            if pg is not None and round_ == 1 and ready:
+                pg.stop("fast")  # a restart: clients' connections are cut, commits kept
+                pg.start()
+                published_after_restart(broker)
             time.sleep(rng.uniform(0.0, 0.6))
         finally:
             publisher.send_signal(signal.SIGKILL)

@@ -18,6 +18,7 @@ from _bank import (
     check_snapshot,
     committed_rows,
     create,
+    polars_storage_options,
     table_rows,
     transfer,
 )
@@ -82,16 +83,6 @@ def test_snapshots_hold_whole_committed_transactions(backend, monkeypatch):
     status = broker.iceberg_status()[0]
     assert [(p.published_offset, p.offsets_behind) for p in status.partitions] == [(ends[tp], 0) for tp in ends]
     broker.close()
-
-
-def polars_storage_options(table) -> dict[str, str] | None:
-    """What polars' own S3 client needs that the table does not say: the endpoint of the
-    test's S3 server (credentials come from the AWS variables, as for pyarrow)."""
-    endpoint = table.io.properties.get("s3.endpoint")
-    if endpoint is None:
-        return None
-    return {"aws_endpoint_url": endpoint, "aws_region": table.io.properties.get("s3.region", "us-east-1"),
-            "aws_allow_http": "true"}
 
 
 def test_two_publishers_at_once_cannot_duplicate(backend):
@@ -197,6 +188,32 @@ def test_retention_expires_whole_files_below_the_log_start(backend):
     broker.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the publisher's ranges, not the store
+def test_deleted_records_are_expired_from_the_table_and_never_published(backend):
+    """Broker.delete_records moves the log start (inside a published file on partition 1,
+    past records not published yet on partition 0): the next publish removes the files
+    wholly below it, publishes only what is left, and keeps a file that holds the log start."""
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for round_ in range(2):  # two publishes: files of offsets 0-1 and 2-3 per partition
+        for amount in (1, 2):
+            transfer(bank, amount + 10 * round_)
+        broker.publish_iceberg()
+    for amount in (21, 22):  # offsets 4-5, not published
+        transfer(bank, amount)
+    assert broker.delete_records(TOPIC, {0: -1, 1: 3}) == {0: 6, 1: 3}
+    result = broker.publish_iceberg()[0]
+    assert result.expired_files == 3
+    rows = table_rows(broker.iceberg_table(TOPIC))
+    assert [(r[0], r[1]) for r in rows] == [(1, 2), (1, 3), (1, 4), (1, 5)]
+    assert set(committed_rows(broker)) == {r for r in rows if r[1] >= 3}
+    assert broker.publish_iceberg()[0].expired_files == 0
+    assert broker.fsck().ok
+    broker.close()
+
+
 def test_fsck_checks_the_table_against_the_topic(backend):
     broker = backend.connect()
     create(broker)
@@ -238,4 +255,27 @@ def test_small_files_are_rewritten_by_replace_snapshots(backend):
     assert replaced == table.snapshots()[-3].summary.additional_properties["txn-broker.offsets"]
     assert table_rows(table) == committed_rows(broker)
     check_history(table)
+
+    # the history: snapshots are kept (5 days by default) until the topic says otherwise;
+    # then the publisher expires them and gc deletes the small files only they needed
+    small = {t.file.file_path for s in table.snapshots() for t in table.scan(snapshot_id=s.snapshot_id).plan_files()}
+    assert len(small) == 2 * MIN_INPUTS + 2
+    assert broker.gc(orphan_grace_ms=0, delete_delay_ms=0).iceberg_orphans_deleted == 0  # all retained
+    broker.alter_topic(TOPIC, config={"iceberg.snapshot.max.age.ms": 1, "iceberg.snapshot.min.keep": 2})
+    result = broker.publish_iceberg()[0]
+    assert result.snapshot_id is None and result.expired_snapshots == len(table.snapshots()) - 2
+    table = table.refresh()
+    assert [s.snapshot_id for s in table.snapshots()] == [s.snapshot_id for s in table.metadata.snapshots][-2:]
+    assert table.current_snapshot().summary.additional_properties["txn-broker.offsets"] == replaced
+    cleaned = broker.gc(orphan_grace_ms=0, delete_delay_ms=0)
+    # the small files the two kept snapshots do not hold: the rewrite's inputs, except the
+    # last publish's (the kept append before the second replace holds them)
+    live = {t.file.file_path for s in table.snapshots() for t in table.scan(snapshot_id=s.snapshot_id).plan_files()}
+    assert cleaned.iceberg_orphans_deleted >= len(small - live) > 0
+    left = {o.key.rsplit("/", 1)[-1] for o in broker._store.list("iceberg/")}
+    assert not {p.rsplit("/", 1)[-1] for p in small - live} & left, "a file no kept snapshot needs is still there"
+    assert {p.rsplit("/", 1)[-1] for p in live} <= left
+    assert table_rows(table.refresh()) == committed_rows(broker)
+    check_history(table)
+    assert broker.fsck().ok
     broker.close()

@@ -153,6 +153,22 @@ def test_young_segments_big_segments_and_open_transactions_are_left_alone(backen
     assert broker.fsck().ok
 
 
+def test_small_segments_are_sized_by_their_records_not_their_objects(backend):
+    """Case 10's shape: small segments whose objects are mostly IPC framing and schema.
+    Their stored bytes add up to twice ``segment.bytes``, their records to much less: they
+    merge into one segment, not two."""
+    broker = backend.connect()
+    broker.create_topic("t", partitions=1, config=CONFIG)
+    _write(broker, "t", 20, partitions=1, abort_every=1000)
+    stored = broker.describe_topic("t").partitions[0].size_bytes
+    broker.alter_topic("t", config={"segment.bytes": stored // 2})
+    before = _read_all(broker, "t", partitions=1)
+    report = broker.compact(["t"])
+    assert (report.segments_replaced, report.segments_written) == (21, 1)
+    assert report.bytes_written < stored // 2
+    assert _read_all(broker, "t", partitions=1).equals(before)
+
+
 def test_a_concurrent_purge_retention_or_compactor_makes_the_swap_refuse(backend):
     broker = backend.connect()
     broker.create_topic("t", partitions=1, config=CONFIG)

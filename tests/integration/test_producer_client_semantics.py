@@ -231,8 +231,9 @@ def test_an_expired_transactional_id_is_recovered_kip360(backend):
     expire(broker, "idler")
 
     producer.begin_transaction()
-    with pytest.raises(InvalidPidMappingError) as raised:
-        producer.send("t", rows(1, "lost"), partition=0)
+    producer.send("t", rows(1, "lost"), partition=0)  # AddPartitionsToTxn goes in the background
+    with pytest.raises(InvalidPidMappingError) as raised:  # its answer comes with the next call
+        producer.commit_transaction()
     assert raised.value.abortable and not raised.value.fatal and raised.value.handling == "abort"
     assert producer.state == ProducerState.ABORTABLE_ERROR
     with pytest.raises(InvalidTxnStateError, match="abort_transaction"):
@@ -279,8 +280,11 @@ def test_a_newer_instance_of_an_expired_id_still_fences_the_old_one(backend):
     successor = broker.producer(transactional_id="dag.task")
     successor.init_transactions()
     zombie.begin_transaction()
-    with pytest.raises(ProducerFencedError):
-        zombie.send("t", rows(1, "zombie"), partition=0)
+    with pytest.raises(ProducerFencedError):  # a later send raises what the first one's add met
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            zombie.send("t", rows(1, "zombie"), partition=0)
+            time.sleep(0.005)
     assert zombie.state == ProducerState.FATAL_ERROR
     with successor.transaction():
         successor.send("t", rows(1, "s"), partition=0)
@@ -298,8 +302,9 @@ def test_a_newer_instance_between_the_expiry_error_and_the_recovery_fences(backe
         late.send("t", rows(1, "o"), partition=0)
     expire(broker, "other")
     late.begin_transaction()
+    late.send("t", rows(1, "late"), partition=0)
     with pytest.raises(InvalidPidMappingError):
-        late.send("t", rows(1, "late"), partition=0)
+        late.flush()
     newer = broker.producer(transactional_id="other")
     newer.init_transactions()
     with pytest.raises(ProducerFencedError):
@@ -355,3 +360,77 @@ def test_a_refused_sequence_makes_the_transaction_abortable_then_bumps_the_epoch
     with pytest.raises(OutOfOrderSequenceError) as raised:
         idempotent.flush()
     assert raised.value.fatal and idempotent.state == ProducerState.FATAL_ERROR
+
+
+def test_the_errors_at_the_next_call_example_runs(tmp_path):
+    """docs/semantics.md's "Errors at the next call" example, as printed."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "semantics.md").read_text()
+    section = text.split("### Errors at the next call", 1)[1].split("\n### ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_send_does_not_wait_for_its_add_partitions(backend):
+    """The lever of issue 29: AddPartitionsToTxn goes in the background, so a send returns
+    while the coordinator has not answered yet; the commit waits for the answer."""
+    import threading
+
+    broker = backend.connect()
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="quick")
+    producer.init_transactions()
+    coordinator, gate, reached = broker._coordinator, threading.Event(), threading.Event()
+    add_partitions = coordinator.add_partitions
+
+    def held_add_partitions(ident, partitions):
+        reached.set()
+        assert gate.wait(20), "the add was never released"
+        return add_partitions(ident, partitions)
+
+    coordinator.add_partitions = held_add_partitions
+    producer.begin_transaction()
+    started = time.monotonic()
+    producer.send("t", rows(2, "q"), partition=0)
+    assert time.monotonic() - started < 10  # the send did not wait for the held add
+    assert reached.wait(20)
+    assert broker.describe_transaction("quick").state == "Empty"  # not answered yet
+    gate.set()
+    producer.commit_transaction()
+    assert read_keys(broker, "t") == ["q0", "q1"]
+
+
+def test_a_retriable_failure_of_a_background_add_is_raised_once_and_the_call_retried(backend):
+    """An outage that outlasts the retry budget of a background AddPartitionsToTxn is
+    raised, still retriable, by the next call, which leaves the producer as it was; the
+    retried call registers the data, which opens the transaction itself."""
+    from txn_broker.errors import DatabaseUnavailableError
+
+    broker = backend.connect(retry_budget_ms=50)
+    broker.create_topic("t", schema=SCHEMA)
+    producer = broker.producer(transactional_id="outage")
+    producer.init_transactions()
+    coordinator = broker._coordinator
+    add_partitions = coordinator.add_partitions
+
+    def unavailable(ident, partitions):
+        raise DatabaseUnavailableError("injected: the database is down for this request")
+
+    coordinator.add_partitions = unavailable
+    producer.begin_transaction()
+    producer.send("t", rows(2, "o"), partition=0)
+    with pytest.raises(DatabaseUnavailableError) as raised:
+        producer.flush()
+    assert raised.value.retriable and producer.state == ProducerState.IN_TRANSACTION
+    coordinator.add_partitions = add_partitions
+    producer.flush()  # the retry: the registration opens the transaction
+    assert broker.describe_transaction("outage").state == "Ongoing"
+    producer.commit_transaction()
+    assert read_keys(broker, "t") == ["o0", "o1"]

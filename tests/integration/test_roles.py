@@ -303,6 +303,7 @@ def test_create_login_binds_the_password(pg_server):
     """A password full of quotes and SQL reaches PostgreSQL intact (the server quotes it),
     and appears in no error."""
     admin = Database(pg_server.url("postgres"))
+    apply_roles(admin)  # the group roles; the module's fixture may not have run before this test
     user, secret = f"odd_pw_{uuid.uuid4().hex[:6]}", "s3cr3t-'; DROP ROLE test; --:x"
     try:
         create_login(admin, user, secret, MONITOR)

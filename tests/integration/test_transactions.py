@@ -35,6 +35,16 @@ def rows(n, tag="x", start=0):
     return [{"k": f"{tag}{i}", "v": i} for i in range(start, start + n)]
 
 
+def opened(broker, tid, timeout_s=20.0):
+    """The transaction of ``tid`` once the coordinator has it open: a send's
+    AddPartitionsToTxn is sent in the background (docs/semantics.md)."""
+    deadline = time.monotonic() + timeout_s
+    while (desc := broker.describe_transaction(tid)).state != "Ongoing":
+        assert time.monotonic() < deadline, f"{tid!r} still {desc.state}"
+        time.sleep(0.005)
+    return desc
+
+
 def read(broker, topics, isolation="read_committed"):
     consumer = broker.consumer(isolation_level=isolation)
     consumer.subscribe(topics)
@@ -89,9 +99,8 @@ def test_zombie_is_fenced(backend):
     new = broker.producer(transactional_id="stage")
     new.init_transactions()  # bumps the epoch and aborts the old instance's transaction
     assert new.epoch == old.epoch + 1
-    with pytest.raises(ProducerFencedError):
-        old.send("t", rows(1, "zombie"), partition=0)
-    with pytest.raises(ProducerFencedError):
+    old.send("t", rows(1, "zombie"), partition=0)  # local: its partition is in the transaction
+    with pytest.raises(ProducerFencedError):  # the next call that reaches the coordinator
         old.commit_transaction()
     with pytest.raises(ProducerFencedError):  # and it stays dead
         old.begin_transaction()
@@ -109,7 +118,10 @@ def test_zombie_with_a_new_partition_and_offsets_is_fenced(backend):
     old.init_transactions()
     old.begin_transaction()
     broker.producer(transactional_id="stage").init_transactions()
-    with pytest.raises(ProducerFencedError):
+    old.send("t", rows(1), partition=1)  # AddPartitionsToTxn goes in the background
+    with pytest.raises(ProducerFencedError):  # its answer is raised by the next call
+        old.flush()
+    with pytest.raises(ProducerFencedError):  # and the producer is finished
         old.send("t", rows(1), partition=1)
     old2 = broker.producer(transactional_id="stage2")
     old2.init_transactions()
@@ -279,8 +291,7 @@ def test_a_commit_registers_its_last_segments_in_its_own_database_transaction(ba
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("t", rows(2))
-    txn_id = broker.describe_transaction("last").txn_id
-    assert broker.describe_transaction("last").state == "Ongoing"
+    txn_id = opened(broker, "last").txn_id
     assert broker.describe_topic("t").partitions[0].high_watermark == 0  # nothing registered yet
     appended = producer.commit_transaction()
     assert [(a.base_offset, a.record_count, a.duplicate) for a in appended] == [(0, 2, False)]
@@ -340,8 +351,12 @@ def test_the_first_send_opens_the_transaction_and_adds_its_partitions(backend):
     assert broker.describe_transaction("implicit").state == "Empty"  # begin is local only
     producer.send("t", rows(2), partition=0)
     producer.send("t", rows(2), partition=2)
-    desc = broker.describe_transaction("implicit")
-    assert desc.state == "Ongoing" and desc.start_ms is not None
+    desc = opened(broker, "implicit")  # the adds go in the background, in order
+    assert desc.start_ms is not None
+    deadline = time.monotonic() + 20
+    while len(desc.partitions) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+        desc = broker.describe_transaction("implicit")
     assert [(p.partition, p.first_offset) for p in desc.partitions] == [(0, None), (2, None)]
     results = producer.flush()
     desc = broker.describe_transaction("implicit")
@@ -450,10 +465,11 @@ def test_an_append_that_knows_no_transaction_joins_the_open_one_of_its_epoch(bac
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("t", rows(1))
-    opened = broker.describe_transaction("joiner").txn_id
+    txn_id = opened(broker, "joiner").txn_id
+    producer._collect_adds(wait=True)
     producer._txn_id = None  # as if every reply of AddPartitionsToTxn had been lost
     results = producer.flush()
-    assert {r.txn_id for r in results} == {opened}
+    assert {r.txn_id for r in results} == {txn_id}
     producer.commit_transaction()
     assert broker.describe_transaction("joiner").state == "CompleteCommit"
     assert len(read(broker, ["t"])) == 1
@@ -572,8 +588,7 @@ def test_hung_transaction_is_aborted_by_the_timeout_sweep(backend):
     assert broker.abort_expired_transactions() == []  # idempotent
     assert [r["k"] for r in read(broker, ["t"])] == ["later0"]
     assert lso(broker, "t") == 3
-    with pytest.raises(ProducerFencedError):
-        hung.send("t", rows(1))
+    hung.send("t", rows(1))  # local (its partition was added): buffered
     with pytest.raises(ProducerFencedError):
         hung.commit_transaction()
     states = [h.to_state for h in broker.describe_transaction("hung").history]
@@ -608,8 +623,9 @@ def test_expiry_removes_only_idle_old_ids(backend):
     assert {t.transactional_id for t in broker.list_transactions()} == {"busy", "recent"}
     assert broker.describe_transaction("idle").state == "Dead"
     idle.begin_transaction()
+    idle.send("t", rows(1))  # its AddPartitionsToTxn, in the background, meets the expiry
     with pytest.raises(InvalidPidMappingError):  # abortable (KIP-360): see test_producer_client_semantics
-        idle.send("t", rows(1))
+        idle.flush()
     busy.commit_transaction()  # an open transaction was never expired
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from _kafka_listener import wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from txn_broker import TopicPartition as TP
 
@@ -261,6 +261,50 @@ def test_subscribe_rebalances_between_two_consumers(kafka):
 
     wait_for(all_to_first, timeout=30, what="the remaining consumer owning every partition")
     first.close()
+
+
+def test_a_group_rebalances_onto_new_partitions_and_reads_each_record_once(kafka, backend):
+    """CreatePartitions grows a topic a consumer group is subscribed to: within the
+    client's metadata refresh interval the group's assignment takes the new partitions
+    (librdkafka rejoins when a subscribed topic's partition count changes), and the
+    records produced to old and new partitions are each consumed once."""
+    create(kafka, ("grow", 2))
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True,
+                  "topic.metadata.refresh.interval.ms": 500})
+    for i in range(10):
+        p.produce("grow", value=b"before-%d" % i, partition=i % 2)
+    assert p.flush(15) == 0
+    c = consumer(kafka, group="growers", **{"topic.metadata.refresh.interval.ms": 500,
+                                            "metadata.max.age.ms": 1500, "session.timeout.ms": 6000,
+                                            "heartbeat.interval.ms": 300})
+    c.subscribe(["grow"])
+    got = read_all(c, 10, settle=0.3)
+    c.commit(asynchronous=False)
+    assert {tp.partition for tp in c.assignment()} == {0, 1}
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_partitions([NewPartitions("grow", 4)])["grow"].result(15)
+
+    def grown() -> bool:
+        m = c.poll(0.1)
+        assert m is None or m.error(), "no record was produced since the first ten"
+        return {tp.partition for tp in c.assignment()} == {0, 1, 2, 3}
+
+    wait_for(grown, timeout=20, what="the group's assignment taking the new partitions")
+    wait_for(lambda: len(p.list_topics("grow", timeout=5).topics["grow"].partitions) == 4,
+             what="the producer seeing four partitions")
+    for i in range(20):
+        p.produce("grow", value=b"after-%d" % i, partition=i % 4)
+    assert p.flush(15) == 0
+    got += read_all(c, 20, settle=1.0)
+    c.commit(asynchronous=False)
+    values = sorted(m.value() for m in got)
+    assert values == sorted([b"before-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(20)])  # once each
+    assert {m.partition() for m in got if m.value().startswith(b"after")} == {0, 1, 2, 3}
+    broker = backend.connect()
+    tps = [TP("grow", n) for n in range(4)]
+    assert broker.committed_offsets("growers", tps) == broker.end_offsets(tps)
+    broker.close()
+    c.close()
 
 
 def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(kafka, backend):

@@ -4,7 +4,10 @@ Playwright with ``executable_path``; never a downloaded browser) against a real
 the UI's navigation, see a committed and an ongoing transaction, watch a topic's last
 stable offset move on its own, abort the ongoing transaction through the confirmation
 dialog, open a task instance's transaction from its task-instance tab, and check that
-HTML in transactional ids is shown as text. Saves ``docs/ui-transactions.png``.
+HTML in transactional ids is shown as text. Saves ``docs/ui-transactions.png`` and
+``docs/ui-topic.png``. The Topics
+and Consumer groups pages show the Prometheus exporter's offsets and lag, and the Iceberg
+figures of ``txn-broker iceberg status``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from ui_harness import (
     COMMITTED,
     EVENT_PAYLOAD,
     EVENT_RUN_ID,
+    GROUP,
     HANGING,
+    LAKE,
+    LAKE_GROUP,
     MAPPED_ONGOING,
     ONGOING,
     REPO,
@@ -38,6 +44,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 SCREENSHOT = REPO / "docs" / "ui-transactions.png"
+TOPIC_SCREENSHOT = REPO / "docs" / "ui-topic.png"
 WAIT_MS = 30_000  # the machine is shared: generous deadlines, never fixed sleeps
 
 
@@ -263,6 +270,86 @@ def test_html_in_ids_never_runs_as_a_full_page(page, ui_server: AirflowUIServer,
         expect(page.locator("#partitions")).to_contain_text("payments")
         assert page.locator("img[src='x']").count() == 0
         assert page.dialogs == [], page.dialogs
+    except BaseException:
+        page.failed = True
+        raise
+
+
+def _exported(broker) -> dict[tuple[str, tuple[str, ...]], float]:  # type: ignore[no-untyped-def]
+    """What GET /metrics answers: {(metric, label values): value}."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from txn_broker.metrics import broker_registry
+
+    samples = {}
+    for family in text_string_to_metric_families(generate_latest(broker_registry(broker)).decode()):
+        for sample in family.samples:
+            labels = tuple(sample.labels[k] for k in ("group", "topic", "partition") if k in sample.labels)
+            samples[(sample.name, labels)] = sample.value
+    return samples
+
+
+def test_topics_and_groups_show_the_exporters_figures(page, ui_server: AirflowUIServer, ui_data: Seeded) -> None:  # type: ignore[no-untyped-def]
+    """An open transaction holds a last stable offset back, groups lag, an Iceberg table is
+    behind: the pages show the exporter's figures and ``iceberg status``'s, and chart them.
+    Ages grow while the test reads them: a shown age lies between the one read just before the
+    page's last refresh (5 s) and the one read after it."""
+    from playwright.sync_api import expect
+
+    broker = ui_data.broker
+    slack = 30.0  # seconds: the page's refresh interval on a busy machine
+    try:
+        metrics = _exported(broker)
+        for topic in ("orders", "payments", LAKE):
+            page.goto(ui_server.url(f"/txn-broker/topics/{topic}"))
+            for n in range(len(broker.describe_topic(topic).partitions)):
+                hw = int(metrics[("txn_broker_partition_high_watermark", (topic, str(n)))])
+                lso = int(metrics[("txn_broker_partition_last_stable_offset", (topic, str(n)))])
+                row = page.locator(f"#topic-partitions tr[data-partition='{n}']")
+                expect(row.locator("[data-field=high_watermark]")).to_have_text(f"{hw:,}")
+                expect(row.locator("[data-field=last_stable_offset]")).to_have_text(f"{lso:,}")
+                gap = row.locator("[data-field=lso_lag]")
+                expect(gap).to_contain_text(f"{hw - lso:,} records" if hw > lso else "none")
+                bar = page.locator(f"#topic-lag-chart g[data-key='{topic}-{n}']")
+                expect(bar).to_have_attribute("data-value", str(hw - lso))
+        # the seeded open transaction on lake-1 (those on orders may be settled by earlier tests)
+        hw, lso = (metrics[(name, (LAKE, "1"))] for name in ("txn_broker_partition_high_watermark",
+                                                              "txn_broker_partition_last_stable_offset"))
+        assert hw - lso == 2, (hw, lso)
+
+        for group in (GROUP, LAKE_GROUP):
+            page.goto(ui_server.url(f"/txn-broker/groups/{group}"))
+            before = {(g.topic, g.partition): g for g in broker.metrics_figures().groups if g.group == group}
+            assert any(f.lag > 0 for f in before.values()), f"{group} lags"
+            for (t, n), figures in before.items():
+                row = page.locator(f"#group-partitions tr[data-tp='{t}-{n}']")
+                lag = int(metrics[("txn_broker_consumer_group_lag", (group, t, str(n)))])
+                expect(row.locator("[data-field=lag]")).to_have_text(f"{lag:,}")
+                bar = page.locator(f"#group-lag-chart g[data-key='{t}-{n}']")
+                expect(bar).to_have_attribute("data-value", str(lag))
+                shown = float(row.locator("[data-field=lag_seconds]").get_attribute("data-seconds") or "nan")
+                [after] = [g for g in broker.metrics_figures().groups if (g.group, g.topic, g.partition) == (
+                    group, t, n)]
+                assert figures.lag_seconds - slack <= shown <= after.lag_seconds, (shown, figures, after)
+
+        # the Iceberg table of LAKE against its last stable offsets, as `txn-broker iceberg status`
+        page.goto(ui_server.url(f"/txn-broker/topics/{LAKE}"))
+        [before] = broker.iceberg_status([LAKE])
+        assert [(p.published_offset, p.offsets_behind) for p in before.partitions] == [(3, 2), (0, 1)]
+        for part in before.partitions:
+            row = page.locator(f"#topic-partitions tr[data-partition='{part.partition}']")
+            expect(row.locator("[data-field=iceberg_published_offset]")).to_have_text(f"{part.published_offset:,}")
+            expect(row.locator("[data-field=iceberg_offsets_behind]")).to_have_text(f"{part.offsets_behind:,}")
+            shown = float(row.locator("[data-field=iceberg_seconds_behind]").get_attribute("data-seconds") or "nan")
+            [after] = broker.iceberg_status([LAKE])
+            assert part.seconds_behind - slack <= shown <= after.partitions[part.partition].seconds_behind
+        expect(page.locator("#topic-iceberg")).to_contain_text(before.table)
+        page.screenshot(path=str(TOPIC_SCREENSHOT), full_page=True)  # the docs' picture of a topic
+        page.goto(ui_server.url("/txn-broker/topics"))
+        expect(page.locator(f"#topics-body tr[data-topic='{LAKE}'] [data-field=iceberg]")).to_contain_text(
+            "3 offsets")
+        assert not page.errors, page.errors
     except BaseException:
         page.failed = True
         raise

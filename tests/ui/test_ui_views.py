@@ -167,6 +167,11 @@ def test_topics_groups_and_task_instances(backend) -> None:  # type: ignore[no-u
             1, first_open - 1, p0["high_watermark"] - 1)
         [g] = views.list_groups(broker)["groups"]
         assert (g["group_id"], g["topics"], g["lag"]) == ("readers", ["orders"], first_open - 1)
+        # the same lag, and lag in seconds, as the exporter's (read after the views: ages grow)
+        [exported] = [f for f in broker.metrics_figures().groups if f.group == "readers"]
+        assert (exported.topic, exported.partition, exported.lag) == ("orders", 0, gp["lag"])
+        assert group["lag_seconds"] == gp["lag_seconds"]
+        assert 0 <= gp["lag_seconds"] <= g["lag_seconds"] <= exported.lag_seconds < gp["lag_seconds"] + 30
 
         held.commit_transaction()
         after = views.topic_detail(broker, "orders")
@@ -177,5 +182,42 @@ def test_topics_groups_and_task_instances(backend) -> None:  # type: ignore[no-u
         whole = views.task_instance_transaction(broker, "shop", "publish", None)
         assert (whole["transactional_id"], whole["exists"], whole["candidates"]) == (
             "shop.publish", False, ["shop.publish.0"])
+    finally:
+        broker.close()
+
+
+def test_topics_show_their_iceberg_tables_behind_the_last_stable_offsets(backend) -> None:  # type: ignore[no-untyped-def]
+    """The figures of ``txn-broker iceberg status`` (Broker.iceberg_status) per topic and
+    partition: published offset, last stable offset, offsets and seconds behind."""
+    from txn_broker import TopicSpec
+
+    broker = backend.connect()
+    try:
+        broker.ensure_topics([TopicSpec("lake", 2, SCHEMA, {"iceberg.enabled": "true"}), TopicSpec("plain", 1, SCHEMA)])
+        producer = broker.producer(transactional_id="lake.ingest")
+        producer.init_transactions()
+        with producer.transaction():
+            producer.send("lake", _rows(3), partition=0)
+        broker.publish_iceberg(["lake"])
+        with producer.transaction():
+            producer.send("lake", _rows(2, 3), partition=0)
+            producer.send("lake", _rows(4, 5), partition=1)
+
+        listed = {t["name"]: t for t in views.list_topics(broker)["topics"]}
+        detail = views.topic_detail(broker, "lake")
+        [status] = broker.iceberg_status(["lake"])  # after the views: seconds behind only grow
+        assert listed["plain"]["iceberg"] is None and views.topic_detail(broker, "plain")["partitions"][0][
+            "iceberg"] is None
+        assert (detail["iceberg"]["table"], detail["iceberg"]["snapshot_id"]) == (status.table, status.snapshot_id)
+        shown = {p["partition"]: p["iceberg"] for p in detail["partitions"]}
+        for part in status.partitions:
+            row = shown[part.partition]
+            assert (row["published_offset"], row["last_stable_offset"], row["offsets_behind"]) == (
+                part.published_offset, part.last_stable_offset, part.offsets_behind)
+            assert row["seconds_behind"] <= part.seconds_behind < row["seconds_behind"] + 30
+        assert [(shown[p]["published_offset"], shown[p]["offsets_behind"]) for p in (0, 1)] == [(3, 2), (0, 4)]
+        assert shown[0]["seconds_behind"] > 0
+        assert listed["lake"]["iceberg"]["offsets_behind"] == 6
+        assert listed["lake"]["iceberg"]["seconds_behind"] <= status.seconds_behind
     finally:
         broker.close()

@@ -39,6 +39,8 @@ HANGING = "ui.pipeline.stuck"               # past its 1 s timeout, never swept
 XSS_ID = '<script>alert("xss")</script>'
 XSS_TASK_ID = "ui.pipeline.<img src=x onerror=alert(2)>"
 GROUP = "orders-loader"
+#: an ``iceberg.enabled`` topic whose table is behind, and a group lagging on it
+LAKE, LAKE_GROUP = "lake", "lake-reader"
 
 
 def clean_environment() -> dict[str, str]:
@@ -142,6 +144,27 @@ def seed(broker: Any) -> Seeded:
         p.send(topic, _orders(count, 200), partition=0 if topic == "payments" else partition)
         p.flush()
         seeded.open_producers[tid] = p
+
+    # an Iceberg topic whose table is behind: 3 records published, 3 more committed since,
+    # a group that has read 1 of them, and an open transaction above them
+    from txn_broker import TopicSpec
+
+    broker.ensure_topics([TopicSpec(LAKE, 2, ORDERS_SCHEMA, {"iceberg.enabled": "true"})])
+    lake = broker.producer(transactional_id="ui.lake.ingest")
+    lake.init_transactions()
+    with lake.transaction():
+        lake.send(LAKE, _orders(3), partition=0)
+    broker.publish_iceberg([LAKE])
+    with lake.transaction():
+        lake.send(LAKE, _orders(2, 3), partition=0)
+        lake.send(LAKE, _orders(1, 5), partition=1)
+    broker.commit_offsets(LAKE_GROUP, {TopicPartition(LAKE, 0): 1, TopicPartition(LAKE, 1): 0})
+    held = broker.producer(transactional_id="ui.lake.late", transaction_timeout_ms=600_000)
+    held.init_transactions()
+    held.begin_transaction()
+    held.send(LAKE, _orders(2, 300), partition=1)  # open: holds lake-1's last stable offset back
+    held.flush()
+    seeded.open_producers["ui.lake.late"] = held
     return seeded
 
 

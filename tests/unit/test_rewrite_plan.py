@@ -103,3 +103,31 @@ def test_a_merged_segment_is_compressed_as_its_records_would_be():
     plain = encode_segment(table, "uncompressed").size
     assert encode_segment(table, "zstd").size < plain  # the offsets and timestamps tip the sample
     assert encode_segment(table, "zstd", sample_without=(OFFSET_COLUMN,)).size == plain
+
+
+def test_a_small_segment_is_sized_by_what_it_brings_to_a_merged_one():
+    """A segment's per-object overhead (IPC framing, the schema twice, a batch's metadata)
+    is paid once by a merged segment: compaction sizes an input by its stored bytes less
+    that overhead, plus the `_offset` column it gains; an aborted input brings nothing."""
+    from txn_broker.compaction import Candidate, merged_bytes
+    from txn_broker.log.segment_format import encode_segment, segment_overhead, with_timestamp
+
+    schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
+    for records in (1, 10, 1000):
+        table = with_timestamp(pa.table({"key": [b"k"] * records, "value": [b"v" * 100] * records}, schema=schema), 0)
+        for compression in ("uncompressed", "zstd"):
+            stored = encode_segment(table, compression).size
+            overhead = segment_overhead(schema, compression)
+            assert 0 < stored - overhead <= table.nbytes + 8 * table.num_columns * 3  # buffers and their padding
+    stored = encode_segment(with_timestamp(pa.table({"key": [b"k"] * 10, "value": [b"v" * 100] * 10},
+                                                    schema=schema), 0)).size
+    overhead = segment_overhead(schema)
+    assert overhead > stored / 3  # 10 records of 100 B: the object is mostly overhead
+
+    def candidate(committed: bool, row_count: int | None = None) -> Candidate:
+        return Candidate(0, 10, stored, "k", 0, purged=False, row_count=row_count, committed=committed,
+                         aborted=not committed)
+
+    assert merged_bytes(candidate(True), overhead) == stored - overhead + 8 * 10
+    assert merged_bytes(candidate(True, row_count=10), overhead) == stored - overhead  # `_offset` stored already
+    assert merged_bytes(candidate(False), overhead) == 0

@@ -8,7 +8,8 @@ import pytest
 
 from txn_broker.errors import IncompatibleSchemaError, SchemaMismatchError
 from txn_broker.log.field_ids import field_id, iter_field_ids, with_field_id
-from txn_broker.log.projection import project
+from txn_broker.log.projection import Projection, project
+from txn_broker.log.segment_format import decode_segment, encode_segment
 from txn_broker.topic_schemas import (
     SchemaVersion,
     check_change,
@@ -163,6 +164,43 @@ def test_projection_by_field_id():
     same = project(data, v1, v1)
     assert [c.chunk(0).buffers()[-1].address for c in same.columns] == [  # the same buffers: no copy
         c.chunk(0).buffers()[-1].address for c in data.columns]
+
+
+def test_a_planned_projection_skips_decoding_dropped_columns_and_reads_as_project_does():
+    v1, last = new_topic_schema(pa.schema([("id", pa.int32()), ("gone", pa.string()), ("name", pa.string())]))
+    v2, _ = evolve_ids(v1, last, pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string()),
+                                            with_default(pa.field("d", pa.int64(), nullable=False), 7)]))
+    data = pa.table({"_timestamp": [1, 2, 3], "id": pa.array([1, 2, 3], pa.int32()), "gone": ["x", "y", "z"],
+                     "name": ["a", None, "c"]}).cast(pa.schema([pa.field("_timestamp", pa.int64()), *v1]))
+    plan = Projection(v1, v2, keep_ids=False)
+    assert plan.dropped == {"gone"}
+    for compression in ("uncompressed", "zstd"):
+        segment = encode_segment(data, compression)
+        decoded = decode_segment(segment, plan.dropped)
+        assert decoded.column_names == ["_timestamp", "id", "name"]  # "gone" was never decoded
+        assert decode_segment(segment).column_names == data.column_names
+        want = project(data, v1, v2, keep_ids=False)
+        for n in (3, 1, 3):  # defaults built once, sliced to each table's length
+            got = plan.apply(decoded.slice(0, n))
+            assert got.schema == want.schema and got.to_pylist() == want.slice(0, n).to_pylist()
+    assert Projection(v2, v2).dropped == frozenset()
+
+
+def test_the_segment_cache_decodes_again_a_segment_held_without_columns_now_wanted(tmp_path):
+    from txn_broker.log.partition import PlannedSegment
+    from txn_broker.log.reader import SegmentCache
+    from txn_broker.storage import open_store
+
+    store = open_store(f"file://{tmp_path}")
+    table = pa.table({"_timestamp": [1, 2], "id": [1, 2], "gone": ["x", "y"]})
+    store.put("seg.arrow", encode_segment(table, "zstd").to_pybytes())
+    segment = PlannedSegment(0, 2, 100, "seg.arrow", None, None)
+    cache = SegmentCache(store)
+    assert cache.get(segment, skip=frozenset({"gone"})).column_names == ["_timestamp", "id"]
+    assert cache.get(segment, skip=frozenset({"gone", "id"})).column_names == ["_timestamp", "id"]  # held: enough
+    assert cache.get(segment).column_names == ["_timestamp", "id", "gone"]  # wanted again: decoded again
+    assert cache.get(segment, skip=frozenset({"gone"})).column_names == ["_timestamp", "id", "gone"]
+    assert cache._bytes == cache.get(segment).nbytes  # the first decoding was replaced, not added
 
 
 def test_a_send_in_an_older_version_is_converted_and_others_are_refused():

@@ -4,10 +4,14 @@ database enforces once clients authenticate (SASL), with kafka-acls' option name
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..kafka import AclBinding, AclFilter, AclStore, Operation, PatternType, Permission, ResourceType
+# names the package loads on first use: these two are light; AclStore brings the protocol stack
+from ..kafka import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from .common import Context, UsageError
+
+if TYPE_CHECKING:
+    from ..kafka import AclStore
 
 OPERATIONS = sorted(o.name.lower().replace("_", "-") for o in Operation if o not in (Operation.UNKNOWN, Operation.ANY))
 
@@ -92,22 +96,28 @@ def list_acls(ctx: Context, args: argparse.Namespace) -> int:
     matching = AclFilter(resource[0] if resource else ResourceType.ANY, resource[1] if resource else None,
                          PatternType[args.resource_pattern_type.upper()] if resource else PatternType.ANY,
                          args.principal)
-    _show(ctx, AclStore(ctx.broker).find(matching), "No ACLs.")
+    _show(ctx, _store(ctx).find(matching), "No ACLs.")
     return 0
 
 
 def add_acls(ctx: Context, args: argparse.Namespace) -> int:
     bindings = _bindings(args)
-    AclStore(ctx.broker).add(bindings)
+    _store(ctx).add(bindings)
     _show(ctx, bindings, "No ACLs.")
     return 0
 
 
 def remove_acls(ctx: Context, args: argparse.Namespace) -> int:
-    store = AclStore(ctx.broker)
+    store = _store(ctx)
     removed = []
     for acl in _bindings(args):
         removed += store.remove(AclFilter(acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal,
                                           acl.host, acl.operation, acl.permission))
     _show(ctx, removed, "No ACL matched.")
     return 0
+
+
+def _store(ctx: Context) -> AclStore:
+    from ..kafka import AclStore  # the listener's protocol stack, loaded only here
+
+    return AclStore(ctx.broker)

@@ -59,6 +59,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                             "default off)")
     serve.add_argument("--default-partitions", type=positive_int, default=1, metavar="N",
                        help="partitions of an automatically created topic (Kafka's num.partitions; default 1)")
+    serve.add_argument("--fetch-session-cache-slots", type=non_negative_int, default=1000, metavar="N",
+                       help="fetch sessions (KIP-227) kept, least recently used evicted first (Kafka's "
+                            "max.incremental.fetch.session.cache.slots; default 1000; 0: none)")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="also serve Prometheus metrics at http://HOST:PORT/metrics: the broker's figures "
                             "(as `txn-broker metrics`) and the listener's requests, errors, latency, "
@@ -124,7 +127,8 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
           sweep_interval_s=args.sweep_interval_ms / 1000, limits=limits,
           auto_create_topics=args.default_partitions if args.auto_create_topics else 0, metrics=metrics,
           super_users=[u.strip() for u in args.super_users.split(",") if u.strip()],
-          allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
+          allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+          fetch_session_slots=args.fetch_session_cache_slots)
     return 0
 
 

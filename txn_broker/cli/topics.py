@@ -1,4 +1,4 @@
-"""``txn-broker topics create | alter | list | describe | delete``."""
+"""``txn-broker topics create | alter | list | describe | delete | delete-records``."""
 
 from __future__ import annotations
 
@@ -59,12 +59,34 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     delete.add_argument("name", metavar="NAME")
     delete.set_defaults(handler=delete_topic)
 
+    records = actions.add_parser(
+        "delete-records", parents=[common],
+        help="delete a topic's records below an offset per partition (Kafka's kafka-delete-records)")
+    records.add_argument("name", metavar="NAME", nargs="?", help="the topic (with --offset)")
+    records.add_argument("--offset", action="extend", nargs="+", default=[], metavar="PARTITION=OFFSET",
+                         type=_offset_item,
+                         help="move PARTITION's log start to OFFSET (-1: its high watermark)")
+    records.add_argument("--offset-json-file", metavar="F",
+                         help='kafka-delete-records\' file: {"partitions": [{"topic": "t", "partition": 0, '
+                              '"offset": 10}], "version": 1}')
+    records.set_defaults(handler=delete_records)
+
 
 def _config_item(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def _offset_item(text: str) -> tuple[int, int]:
+    partition, sep, offset = text.partition("=")
+    try:
+        if sep:
+            return int(partition), int(offset)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected PARTITION=OFFSET (integers), got {text!r}")
 
 
 def _schema_arg(args: argparse.Namespace) -> Any:
@@ -213,4 +235,43 @@ def delete_topic(ctx: Context, args: argparse.Namespace) -> int:
         ctx.out.json({"deleted": args.name})
     else:
         ctx.out.line(f"Deleted topic {args.name}.")
+    return 0
+
+
+def _deletions(args: argparse.Namespace) -> dict[str, dict[int, int]]:
+    """``{topic: {partition: offset}}`` from ``NAME --offset ...`` or ``--offset-json-file``."""
+    if args.offset_json_file is not None:
+        if args.name is not None or args.offset:
+            raise UsageError("give either --offset-json-file or NAME with --offset, not both")
+        try:
+            with open(args.offset_json_file, encoding="utf-8") as f:
+                document = json.load(f)
+            entries = [(str(e["topic"]), e["partition"], e["offset"]) for e in document["partitions"]]
+        except OSError as error:
+            raise UsageError(f"cannot read {args.offset_json_file}: {error.strerror}") from None
+        except (ValueError, KeyError, TypeError):
+            raise UsageError(f"{args.offset_json_file} is not a kafka-delete-records offset file "
+                             '({"partitions": [{"topic": ..., "partition": ..., "offset": ...}]})') from None
+    elif args.name is None or not args.offset:
+        raise UsageError("give NAME and --offset PARTITION=OFFSET, or --offset-json-file")
+    else:
+        entries = [(args.name, p, o) for p, o in args.offset]
+    out: dict[str, dict[int, int]] = {}
+    for topic, partition, offset in entries:
+        if partition in out.setdefault(topic, {}):
+            raise UsageError(f"{topic}-{partition} is given twice")
+        out[topic][partition] = offset
+    return out
+
+
+def delete_records(ctx: Context, args: argparse.Namespace) -> int:
+    rows = []
+    for topic, offsets in _deletions(args).items():
+        for partition, low in sorted(ctx.broker.delete_records(topic, offsets).items()):
+            rows.append({"topic": topic, "partition": partition, "low_watermark": low})
+    if ctx.json:
+        ctx.out.json({"partitions": rows})
+    else:
+        ctx.out.table(["TOPIC", "PARTITION", "LOW_WATERMARK"],
+                      [[r["topic"], r["partition"], r["low_watermark"]] for r in rows])
     return 0

@@ -45,6 +45,8 @@ TABLE_PROPERTIES = {
 }
 #: the summary / table property naming the topic a table belongs to
 TOPIC_ID_PROPERTY = "txn-broker.topic-id"
+#: the table property recording the topic schema version the table's schema is (.evolution)
+SCHEMA_VERSION_PROPERTY = "txn-broker.schema-version"
 
 
 def missing_pyiceberg() -> InvalidConfigError:
@@ -200,7 +202,8 @@ def _write_new_metadata(catalog: Catalog, settings: IcebergSettings, store: Obje
         last_column_id=schema.highest_field_id, schemas=[schema], current_schema_id=schema.schema_id,
         partition_specs=[spec], default_spec_id=0, last_partition_id=1000,
         sort_orders=[UNSORTED_SORT_ORDER], default_sort_order_id=UNSORTED_SORT_ORDER.order_id,
-        properties={**properties, TOPIC_ID_PROPERTY: str(meta.topic_id)},
+        properties={**properties, TOPIC_ID_PROPERTY: str(meta.topic_id),
+                    SCHEMA_VERSION_PROPERTY: str(meta.schema_version)},
     )
     path = f"{location}/metadata/00000-{uuid.uuid4()}.metadata.json"
     ToOutputFile.table_metadata(metadata, load_file_io(properties=catalog.properties, location=path).new_output(path))

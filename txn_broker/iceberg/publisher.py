@@ -2,6 +2,9 @@
 
 One publish of a topic:
 
+0. **The schema.** The table's schema follows the topic's latest schema version by field
+   id (:mod:`.evolution`), before any file is written: the snapshot that first holds
+   rows of a new version has the new schema.
 1. **Where the table stands.** The table's current snapshot (or, if another writer
    added snapshots without it, its nearest ancestor that has one) records in its summary,
    under ``txn-broker.offsets``, the next offset of every partition it holds.
@@ -21,6 +24,9 @@ One publish of a topic:
    offset (gc truncated the topic there) are removed from the table by one more snapshot
    (Iceberg's delete of whole files; its summary keeps the same offsets). A file that
    straddles the log start stays until all of its records are below it.
+
+6. **History.** Snapshots older than ``iceberg.snapshot.max.age.ms`` are expired
+   (:mod:`.history`); gc deletes the files only they needed.
 
 A publisher that dies anywhere leaves the table at its last commit; the next publish
 resumes from that commit's offsets, so no record is published twice or skipped.
@@ -53,6 +59,7 @@ from ..log.scan import scan_partition
 from ..storage import ObjectStore
 from ..topics import TopicMeta, Topics
 from .catalog import catalog_call, catalog_error, ensure_table, open_catalog
+from .evolution import evolve_table, table_schema_version
 from .files import WrittenFile, conform, write_data_file
 from .schema import table_schema
 from .settings import IcebergSettings
@@ -87,12 +94,15 @@ class TopicPublish:
     expired_files: int = 0
     #: groups of small data files rewritten into one file each (replace snapshots)
     rewritten_groups: int = 0
+    #: old snapshots expired (topic configs iceberg.snapshot.max.age.ms and .min.keep)
+    expired_snapshots: int = 0
     partitions: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
                 "files": self.files, "bytes": self.bytes, "attempts": self.attempts, "elapsed_ms": self.elapsed_ms,
                 "expired_files": self.expired_files, "rewritten_groups": self.rewritten_groups,
+                "expired_snapshots": self.expired_snapshots,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())}}
 
 
@@ -192,14 +202,17 @@ class Publisher:
         began = time.monotonic()
         table = self.table(meta)
         self._no_automatic_retry(table)
-        schema = table_schema(meta.schema)
         name = f"{self.settings.namespace}.{meta.name}"
-        self._check_schema(table, schema, name)
         from pyiceberg.exceptions import CommitFailedException
 
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if attempt > 1:
                 table = catalog_call(table.refresh, f"reload the table {name}")
+                meta = self._topics.get(meta.name, refresh=True)
+            if table_schema_version(table) > meta.schema_version:  # altered since meta was read
+                meta = self._topics.get(meta.name, refresh=True)
+            table, _evolved = evolve_table(table, meta)
+            schema = table_schema(meta.schema)
             published = published_offsets(table)
             cut = consistent_cut(self._db, meta, published)
             after = {p: end for p, (_start, end) in cut.items()}
@@ -208,12 +221,21 @@ class Publisher:
                 result.offsets = {p: published[p] for p in after}  # nothing new committed since
                 result.expired_files = self.expire(table, meta)
                 result.rewritten_groups = self.rewrite(table, meta, schema)
+                result.expired_snapshots = self.expire_history(table, meta)
                 result.elapsed_ms = int((time.monotonic() - began) * 1000)
                 return result
             written: list[WrittenFile] = []
-            for p, (start, end) in sorted(cut.items()):
-                if start < end:
-                    written += self._write_partition(table, schema, meta, p, start, end)
+            try:
+                for p, (start, end) in sorted(cut.items()):
+                    if start < end:
+                        written += self._write_partition(table, schema, meta, p, start, end)
+            except UnknownTopicOrPartitionError:
+                if self._topics.get(meta.name, refresh=True).schema_version == meta.schema_version:
+                    raise
+                # a segment of a schema version newer than meta: the topic was altered
+                # meanwhile; evolve the table to it and start again
+                self._delete(table, written)
+                continue
             fault_point("iceberg.after_write")
             try:
                 result.snapshot_id = self._commit(table, meta, written, after)
@@ -228,8 +250,12 @@ class Publisher:
                 # if not, they are orphans for gc)
                 raise catalog_error(error, f"commit to the table {name}") from None
             fault_point("iceberg.after_commit")
-            result.expired_files = self.expire(catalog_call(table.refresh, f"reload the table {name}"), meta)
+            # the commits below use ``table`` as each commit left it (pyiceberg updates a table
+            # in place when it commits): no reload between them; a commit of another writer
+            # meanwhile makes theirs fail harmlessly, to be tried at the next publish
+            result.expired_files = self.expire(table, meta)
             result.rewritten_groups = self.rewrite(table, meta, schema)
+            result.expired_snapshots = self.expire_history(table, meta)
             result.rows = sum(f.rows for f in written)
             result.files = len(written)
             result.bytes = sum(f.size_bytes for f in written)
@@ -239,6 +265,12 @@ class Publisher:
             return result
         raise IcebergCommitConflictError(
             f"{name}: lost the commit race {MAX_ATTEMPTS} times to other publishers; try again")
+
+    def evolve(self, meta: TopicMeta) -> bool:
+        """Bring the topic's table to its latest schema version now (``alter_topic`` calls
+        this; a publish does it too). Returns whether the table's schema changed."""
+        fault_point("iceberg.before_evolve")
+        return evolve_table(self.table(meta), meta)[1]
 
     def expire(self, table: Table, meta: TopicMeta) -> int:
         """Remove from the table, in one snapshot, the data files whose records all lie
@@ -279,31 +311,24 @@ class Publisher:
         log.info("%s: %d data files below the log start removed", table.name(), len(expired))
         return len(expired)
 
+    def expire_history(self, table: Table, meta: TopicMeta) -> int:
+        """Expire the table's snapshots older than ``iceberg.snapshot.max.age.ms`` (keeping
+        ``iceberg.snapshot.min.keep``; :mod:`.history`); returns how many."""
+        from .history import expire_snapshots
+
+        return expire_snapshots(table, meta, OFFSETS_PROPERTY)
+
     def rewrite(self, table: Table, meta: TopicMeta, schema: pa.Schema) -> int:
         """Rewrite groups of small data files into files of about the target size
         (:mod:`.small_files`); returns how many groups were swapped in."""
         from .small_files import rewrite_small_files
 
-        table = catalog_call(table.refresh, f"reload {table.name()}")
         if table.current_snapshot() is None:
             return 0
         properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
                       "txn-broker.topic-id": str(meta.topic_id)}
         return catalog_call(lambda: rewrite_small_files(table, schema, int(meta.config["iceberg.target.file.bytes"]),
                                                         properties), f"rewrite small files of {table.name()}")
-
-    @staticmethod
-    def _check_schema(table: Table, schema: pa.Schema, name: str) -> None:
-        """The table must have the topic's columns, ids and types: a topic whose schema
-        changed since its table was made is refused (evolving the table with the topic's
-        schema versions is not built yet), rather than written in files the table cannot
-        describe."""
-        from pyiceberg.io.pyarrow import pyarrow_to_schema
-
-        if pyarrow_to_schema(schema).as_struct() != table.schema().as_struct():
-            raise InvalidConfigError(
-                f"{name}: the topic's schema no longer matches its Iceberg table's ({table.schema()}); "
-                "evolving the table with the topic's schema is not supported yet")
 
     def _no_automatic_retry(self, table: Table) -> None:
         """pyiceberg retries a failed append on top of the winner's snapshot, which would

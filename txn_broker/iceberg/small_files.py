@@ -120,6 +120,5 @@ def rewrite_small_files(table: Table, schema: pa.Schema, target_bytes: int, prop
             if result.conflict:
                 return done
             if result.swapped:
-                done += 1
-                table = table.refresh()
+                done += 1  # the swap's commit updated ``table`` in place
     return done

@@ -2,7 +2,8 @@
 files no table needs any more, for gc.
 
 A file under ``iceberg/`` is needed when a table of the default catalog references it
-from any snapshot it retains, or is its current or a previous metadata file: data files,
+from any snapshot it retains (snapshots the publisher expired, :mod:`.history`, no longer
+count), or is its current or a previous metadata file: data files,
 manifests, manifest lists, metadata files. Everything else there is an orphan: the data
 files of a publisher killed before its commit (or that lost a commit race and could not
 delete them), and the files of a table dropped with its topic. Orphans younger than the
@@ -28,14 +29,24 @@ if TYPE_CHECKING:
 
 def table_files(table: Table) -> set[str]:
     """Every file a table references: its metadata files (current and logged), and for
-    every snapshot it retains, the manifest list, the manifests and their data files."""
+    every snapshot it retains, the manifest list, the manifests and their data files.
+
+    Manifests are immutable and shared: each snapshot's manifest list names the manifests
+    of the snapshots before it too, so each manifest is read once, however many retained
+    snapshots name it (a table of S appends has about S manifests, not S squared reads).
+    Expiring old snapshots (:mod:`.history`) keeps both counts small."""
     metadata = table.metadata
     files = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
     for snapshot in metadata.snapshots:
         files.add(snapshot.manifest_list)
         for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path in files:
+                continue  # read for an earlier snapshot
             files.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            # a deleted entry records the removal of a file that only the snapshots before
+            # this one hold: needed only if one of those is still retained (then its own
+            # manifests name the file live)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
                 files.add(entry.data_file.file_path)
     return files
 

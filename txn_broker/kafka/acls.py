@@ -73,6 +73,9 @@ class AclBinding:
             raise InvalidInputError(f"ACL permission {self.permission.name} must be allow or deny")
         if not self.resource_name or not self.host:
             raise InvalidInputError("an ACL needs a resource name and a host ('*': any)")
+        if any("\x00" in text for text in (self.resource_name, self.principal, self.host)):
+            # PostgreSQL's text cannot hold it (and no Kafka name needs it)
+            raise InvalidInputError("an ACL's resource name, principal and host may not contain NUL characters")
         if not self.principal.startswith("User:") or self.principal == "User:":
             raise InvalidInputError(f"ACL principal {self.principal!r} must be User:NAME or User:*")
         if self.resource_type == ResourceType.CLUSTER and self.resource_name != "kafka-cluster":

@@ -48,7 +48,6 @@ from ..errors import (
 )
 from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
-from ..log.projection import project
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
 from ..log.segment_writer import build_segment, upload_segment
@@ -226,6 +225,12 @@ class KafkaBackend:
         if not validate_only:
             self.broker.alter_topic(name, partitions=count, by=by)
 
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: the partition's log start moved up to ``offset`` (-1: the high
+        watermark); its new log start (the low watermark)."""
+        self._meta(topic, partition)
+        return self.broker.delete_records(topic, {partition: offset})[partition]
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
                      validate_only: bool = False) -> TopicInfo:
         """Kafka's CreateTopics: ``configs`` are checked by the topic configs' table (a name
@@ -257,7 +262,7 @@ class KafkaBackend:
         field ids: what the JSON mapping turns into record values."""
         if seg.schema_version > meta.schema_version:  # written in a version made since
             meta = self.broker._topics.get(meta.name, refresh=True)
-        return meta, project(rows, meta.schema_at(seg.schema_version), meta.schema, keep_ids=False)
+        return meta, meta.projection_from(seg.schema_version).apply(rows)
 
     # -- produce ---------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from .apis.transactions import PRODUCER_FENCED_SINCE
 from .authorizer import Authorizer
 from .backend import AclStore, KafkaBackend, Node, PreparedProduce
 from .errors import error_code
+from .fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
 from .limits import ListenerLimits
@@ -93,8 +94,12 @@ class KafkaServer:
                  threads: int = 8, sasl_users: SaslUsers | None = None, tls: ssl.SSLContext | None = None,
                  sweep_interval_s: float = SWEEP_INTERVAL_S, limits: ListenerLimits | None = None,
                  auto_create_topics: int = 0, metrics: ListenerMetrics | None = None,
-                 super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False) -> None:
+                 super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
+                 fetch_session_slots: int = DEFAULT_SLOTS) -> None:
         self.backend = KafkaBackend(broker)
+        #: Fetch sessions (KIP-227), at most ``fetch_session_slots`` (Kafka's
+        #: max.incremental.fetch.session.cache.slots; 0: none, every fetch is a full one)
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots)
         self.acl_store = AclStore(broker)
         #: Metadata creates a topic it is asked for with this many partitions (0: never)
         self.auto_create_topics = auto_create_topics

@@ -16,4 +16,5 @@ and read, and how a log's head is truncated.
 * :mod:`.partition`: a partition's ends, offsets checked against them, fetch planning.
 * :mod:`.reader`: loading segments, their cache, rows with metadata columns.
 * :mod:`.truncation`: retention's truncation of a log's head.
+* :mod:`.record_deletion`: deleting records below an offset (DeleteRecords).
 """

@@ -74,10 +74,14 @@ class PlannedSegment:
 
 
 def partition_offsets(tx: Tx, topic_id: int, partition: int) -> PartitionOffsets | None:
+    """The partition's ends in one snapshot. The last stable offset is never below the log
+    start: records deleted out of an open transaction (DeleteRecords) do not hold readers
+    back, as Kafka's log never reports a first unstable offset below its log start."""
     row = tx.one("partition_offsets", topic_id=topic_id, partition_no=partition)
     if row is None:
         return None
-    return PartitionOffsets(row.log_start_offset, row.high_watermark, row.last_stable_offset)
+    return PartitionOffsets(row.log_start_offset, row.high_watermark,
+                            max(int(row.last_stable_offset), int(row.log_start_offset)))
 
 
 def first_segment_at_time(tx: Tx, topic_id: int, partition: int, timestamp_ms: int) -> tuple[int, int] | None:

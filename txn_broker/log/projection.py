@@ -10,6 +10,11 @@ literal) or null; a source field the target lacks is dropped. Structs are matche
 by field the same way, and so are the elements of lists. When the two schemas are the
 same version, :func:`project` only relabels the columns (no copy of any data).
 
+A reader of many segments plans the reading of a version once (:class:`Projection`, kept
+per topic and version by :meth:`txn_broker.topics.TopicMeta.projection_from`): which
+source column each target field takes and how, the output schema, and the source columns
+the target drops, which a segment's decoding then skips (:attr:`Projection.dropped`).
+
 Columns of the table that are not fields of the source (the metadata columns, such as
 ``_timestamp`` in a segment) are kept in front, as they are.
 """
@@ -48,28 +53,60 @@ def same_schema(a: pa.Schema, b: pa.Schema) -> bool:
     return len(a) == len(b) and all(x.name == y.name and same_field(x, y) for x, y in zip(a, b, strict=True))
 
 
+class Projection:
+    """The reading of data of ``source`` under ``target`` (module docstring), planned once:
+    :meth:`apply` does only the per-table work. ``keep_ids`` False: the output's fields
+    carry no metadata (what readers' tables look like)."""
+
+    def __init__(self, source: pa.Schema, target: pa.Schema, *, keep_ids: bool = True) -> None:
+        self.source, self.target = source, target
+        self.identity = same_schema(source, target)
+        self.out_fields = list(target if keep_ids else strip_field_ids(target))
+        self.source_names = frozenset(source.names)
+        by_id = {field_id(f): f for f in source if field_id(f) is not None}
+        #: per target field: the source field it reads (None: it reads as its default), and
+        #: whether its column is taken as it is
+        self.steps: list[tuple[pa.Field, pa.Field | None, bool]] = []
+        for f in target:
+            have = f if self.identity else by_id.get(field_id(f))
+            self.steps.append((f, have, have is not None and (self.identity or same_field(have, f))))
+        used = {have.name for _, have, _ in self.steps if have is not None}
+        #: source columns the target lacks: a segment's decoding may skip them
+        self.dropped = frozenset(n for n in source.names if n not in used)
+        self._missing: dict[int, pa.Array] = {}  # per target field: its default values, sliced per table
+
+    def apply(self, table: pa.Table) -> pa.Table:
+        """``table`` (columns of ``source``, after any columns that are not source fields,
+        which are kept in front; columns in :attr:`dropped` may be absent) under
+        ``target``."""
+        names = table.schema.names
+        leading = [i for i, name in enumerate(names) if name not in self.source_names]
+        fields = [table.schema.field(i) for i in leading]
+        columns: list[pa.ChunkedArray | pa.Array] = [table.column(i) for i in leading]
+        for i, (f, have, as_is) in enumerate(self.steps):
+            if have is None:
+                columns.append(self._defaults(i, f, table.num_rows))
+            elif as_is:
+                columns.append(table.column(have.name))
+            else:
+                column = table.column(have.name)
+                columns.append(pa.chunked_array([convert(chunk, have, f) for chunk in column.chunks], f.type))
+        return pa.Table.from_arrays(columns, schema=pa.schema([*fields, *self.out_fields],
+                                                              metadata=table.schema.metadata))
+
+    def _defaults(self, i: int, f: pa.Field, n: int) -> pa.Array:
+        values = self._missing.get(i)
+        if values is None or len(values) < n:
+            values = self._missing[i] = missing(n, f)
+        return values.slice(0, n)
+
+
 def project(table: pa.Table, source: pa.Schema, target: pa.Schema, *, keep_ids: bool = True) -> pa.Table:
     """``table`` (columns of ``source``, after any columns that are not source fields) read
     under ``target``, by field id (module docstring). ``keep_ids`` False: the output's
-    fields carry no metadata (what readers' tables look like)."""
-    out_schema = target if keep_ids else strip_field_ids(target)
-    leading = [i for i, name in enumerate(table.schema.names) if name not in source.names]
-    passthrough = [table.schema.field(i) for i in leading]
-    columns: list[pa.ChunkedArray] = [table.column(i) for i in leading]
-    if same_schema(source, target):
-        columns += [table.column(f.name) for f in source]
-    else:
-        by_id = {field_id(f): f for f in source if field_id(f) is not None}
-        for f in target:
-            have = by_id.get(field_id(f))
-            if have is None:
-                columns.append(pa.chunked_array([missing(table.num_rows, f)], f.type))
-            else:
-                column = table.column(have.name)
-                chunks = [convert(chunk, have, f) for chunk in column.chunks]
-                columns.append(pa.chunked_array(chunks, f.type))
-    return pa.Table.from_arrays(columns, schema=pa.schema([*passthrough, *out_schema],
-                                                           metadata=table.schema.metadata))
+    fields carry no metadata (what readers' tables look like). A reader of many tables of
+    one version plans it once instead: :class:`Projection`."""
+    return Projection(source, target, keep_ids=keep_ids).apply(table)
 
 
 def missing(n: int, field: pa.Field) -> pa.Array:

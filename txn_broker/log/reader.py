@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -41,30 +41,37 @@ def prefetch_pool() -> ThreadPoolExecutor:
 
 
 class SegmentCache:
-    """Decoded segments, least recently used first out, bounded in bytes."""
+    """Decoded segments, least recently used first out, bounded in bytes. A segment may be
+    held without some of its columns (those its reader's schema version dropped): a later
+    reader that needs them decodes it again."""
 
     def __init__(self, store: ObjectStore, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.store = store
         self.max_bytes = max_bytes
-        self._tables: OrderedDict[str, pa.Table] = OrderedDict()
+        self._tables: OrderedDict[str, tuple[pa.Table, frozenset[str]]] = OrderedDict()  # with skipped columns
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, segment: PlannedSegment, data: Callable[[], pa.Buffer] | None = None) -> pa.Table:
+    def get(self, segment: PlannedSegment, data: Callable[[], pa.Buffer] | None = None,
+            skip: frozenset[str] = frozenset()) -> pa.Table:
         """The segment decoded, from the cache or loaded; ``data``: its object's bytes
-        when a caller fetched them already (called only if the cache misses)."""
+        when a caller fetched them already (called only if the cache misses); ``skip``:
+        columns the caller does not need (they may be present)."""
         with self._lock:
-            table = self._tables.get(segment.object_key)
-            if table is not None:
+            held = self._tables.get(segment.object_key)
+            if held is not None and held[1] <= skip:
                 self._tables.move_to_end(segment.object_key)
-                return table
-        table = load_segment(self.store, segment, None if data is None else data())
+                return held[0]
+        table = load_segment(self.store, segment, None if data is None else data(), skip)
         with self._lock:
-            self._tables[segment.object_key] = table
+            old = self._tables.pop(segment.object_key, None)
+            if old is not None:
+                self._bytes -= old[0].nbytes
+            self._tables[segment.object_key] = (table, skip)
             self._bytes += table.nbytes
             while self._bytes > self.max_bytes and len(self._tables) > 1:
-                _, old = self._tables.popitem(last=False)
-                self._bytes -= old.nbytes
+                _, (gone, _) = self._tables.popitem(last=False)
+                self._bytes -= gone.nbytes
         return table
 
     def holds(self, key: str) -> bool:
@@ -76,9 +83,9 @@ class SegmentCache:
         """Forget a segment read past, so that its memory is reused as soon as readers let
         go of its records (rather than when the cache is full)."""
         with self._lock:
-            table = self._tables.pop(key, None)
-            if table is not None:
-                self._bytes -= table.nbytes
+            held = self._tables.pop(key, None)
+            if held is not None:
+                self._bytes -= held[0].nbytes
 
 
 def fetch_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Buffer:
@@ -97,10 +104,11 @@ def fetch_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Buffer:
         ) from None
 
 
-def load_segment(store: ObjectStore, segment: PlannedSegment, data: pa.Buffer | None = None) -> pa.Table:
+def load_segment(store: ObjectStore, segment: PlannedSegment, data: pa.Buffer | None = None,
+                 skip: Collection[str] = ()) -> pa.Table:
     """A planned segment decoded and checked against its metadata; ``data``: its object,
-    if fetched already."""
-    table = decode_segment(fetch_segment(store, segment) if data is None else data)
+    if fetched already; ``skip``: columns not to decode (:func:`decode_segment`)."""
+    table = decode_segment(fetch_segment(store, segment) if data is None else data, skip)
     if table.num_rows != segment.rows:
         raise CorruptSegmentError(
             f"segment object {segment.object_key} holds {table.num_rows} records, "
@@ -156,7 +164,9 @@ class MetadataColumns:
         self.keep = keep
         self._topics: dict[str, pa.Array] = {}
         self._partitions: dict[int, pa.Array] = {}
-        self._range = pa.array(np.arange(0, dtype=np.int64))
+        # built on first use: any pa.array call imports pandas, which commands that never
+        # read rows (and `import txn_broker`) should not pay
+        self._range: pa.Array | None = None
 
     def add(self, rows: pa.Table, topic: str, partition: int, first_offset: int) -> pa.Table:
         n = rows.num_rows
@@ -172,7 +182,7 @@ class MetadataColumns:
             partitions = self._partitions[partition] = pa.array(np.full(n, partition, dtype=np.int32))
         if not rows.num_columns or rows.schema.names[0] != OFFSET_COLUMN:  # else a compacted segment's own
             numbers = self._range
-            if len(numbers) < n:
+            if numbers is None or len(numbers) < n:
                 numbers = self._range = pa.array(np.arange(n, dtype=np.int64))
             offsets = pc.add(numbers.slice(0, n), pa.scalar(first_offset, pa.int64()))
             rows = rows.add_column(0, pa.field("_offset", pa.int64()), offsets)

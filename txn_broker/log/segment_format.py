@@ -4,6 +4,8 @@ its buffers compressed with the topic's ``compression.type``; and the schema rea
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pyarrow as pa
 
 from ..errors import InvalidConfigError
@@ -62,6 +64,19 @@ def encode_segment(table: pa.Table, compression: str = "uncompressed", *,
     return sink.getvalue()
 
 
+def segment_overhead(topic_schema: pa.Schema, compression: str = "uncompressed") -> int:
+    """The bytes of a segment of ``topic_schema`` that hold no record: the IPC file's
+    framing, its schema (stored twice: the first message and the footer) and one record
+    batch's metadata. A small segment is mostly this (10 records of 100 B: 800 of its
+    2,000 bytes), a merged one pays it once, so sizing a merge by stored bytes overcounts
+    what small inputs bring."""
+    schema = pa.schema([pa.field("_timestamp", TIMESTAMP_TYPE), *topic_schema])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema, options=_IPC_OPTIONS_ONE_THREAD[compression]) as writer:
+        writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema))
+    return int(sink.tell())
+
+
 def _compact_null_nested(table: pa.Table) -> pa.Table:
     """``table`` with its all-null nested columns (lists, maps, structs) rebuilt. Arrow's
     IPC writer writes the whole child offsets of a ``pa.nulls`` map, however few of its
@@ -92,11 +107,17 @@ def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
     return bool(sizes[1] <= sizes[0] * (1 - _MIN_SAVINGS))
 
 
-def decode_segment(data: bytes | pa.Buffer) -> pa.Table:
+def decode_segment(data: bytes | pa.Buffer, skip: Collection[str] = ()) -> pa.Table:
     """The records of a segment object, compressed or not. From a ``pa.Buffer`` (a memory
-    map, an S3 body) the uncompressed columns are read without a copy."""
+    map, an S3 body) the uncompressed columns are read without a copy. Columns named in
+    ``skip`` (those a reader's schema version dropped) are not decoded at all."""
     source = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    return pa.ipc.open_file(source).read_all()
+    reader = pa.ipc.open_file(source)
+    if skip:
+        keep = [i for i, name in enumerate(reader.schema.names) if name not in skip]
+        if keep and len(keep) < len(reader.schema):  # an empty list would mean every column
+            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=keep))
+    return reader.read_all()
 
 
 def with_timestamp(table: pa.Table, now_ms: int) -> pa.Table:

@@ -105,19 +105,23 @@ def truncate_partition(db: Database, topic_id: int, topic: str, partition: int, 
 
 def _plan_truncation(tx: Tx, key: dict[str, int], start: int, last_stable_offset: int,
                      retention: Retention) -> tuple[int, int, int] | None:
-    """Where the log start may move from ``start``: past the longest run of whole segments
-    (at most ``TRUNCATE_BATCH``) that breach retention and end at or below the last stable
-    offset. ``(new_start, segments, bytes)``, or None when nothing may go."""
+    """Where the log start may move from ``start`` (possibly inside a segment): past the
+    longest run of whole segments (at most ``TRUNCATE_BATCH``) that breach retention and end
+    at or below the last stable offset. ``(new_start, segments, bytes)``, or None when nothing may go."""
     now = int(tx.scalar("now_ms"))
+    # the log start may lie inside a segment (DeleteRecords): retention goes on from that one
+    held = tx.scalar("segment_base_at", offset=start, **key)
+    first = start if held is None else int(held)
     excess = None
     if retention.bytes > 0:
-        excess = int(tx.scalar("partition_live_bytes", start_offset=start, **key)) - retention.bytes
+        excess = int(tx.scalar("partition_live_bytes", start_offset=first, **key)) - retention.bytes
     new_start, segments, size = start, 0, 0
-    rows = tx.all("segments_page", after_offset=start - 1, limit=TRUNCATE_BATCH, **key)
+    expected = first
+    rows = tx.all("segments_page", after_offset=first - 1, limit=TRUNCATE_BATCH, **key)
     for s in rows:
-        if s.base_offset != new_start:
+        if s.base_offset != expected:
             break  # a gap in the metadata: leave it to fsck, never truncate across it
-        end = s.base_offset + s.record_count
+        end = expected = s.base_offset + s.record_count
         if end > last_stable_offset:
             break
         live_size = 0 if s.purged_ms is not None else s.size_bytes

@@ -29,7 +29,7 @@ BROKER_METRICS: tuple[MetricSpec, ...] = (
                "The first offset of the partition's oldest open transaction (the high watermark when "
                "none is open): where read_committed readers stop."),
     MetricSpec("txn_broker_partition_log_start_offset", "gauge", P,
-               "The first offset retention keeps."),
+               "The first offset readers can read (moved by retention and delete-records)."),
     MetricSpec("txn_broker_partition_segments", "gauge", P,
                "Segments of the partition whose objects are stored (not purged by gc)."),
     MetricSpec("txn_broker_partition_size_bytes", "gauge", P,

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..errors import TxnBrokerError
 from .catalog import spec
 from .figures import BrokerFigures
+from .text import BulkGauge, LabelRows
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -41,25 +42,26 @@ def _counter(name: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name.removesuffix("_total"), item.help, value=value)
 
 
+def _bulk(name: str, labels: LabelRows, values: list[float]) -> BulkGauge:
+    return BulkGauge(name, spec(name).help, labels, values)
+
+
 def figure_metrics(figures: BrokerFigures) -> list[Metric]:
-    """The metric families of one snapshot of figures."""
-    hw, lso, start = (_gauge("txn_broker_partition_high_watermark"), _gauge("txn_broker_partition_last_stable_offset"),
-                      _gauge("txn_broker_partition_log_start_offset"))
-    segments, size = _gauge("txn_broker_partition_segments"), _gauge("txn_broker_partition_size_bytes")
-    for p in figures.partitions:
-        labels = [p.topic, str(p.partition)]
-        hw.add_metric(labels, p.high_watermark)
-        lso.add_metric(labels, p.last_stable_offset)
-        start.add_metric(labels, p.log_start_offset)
-        segments.add_metric(labels, p.segment_count)
-        size.add_metric(labels, p.size_bytes)
-    offset, lag, lag_s = (_gauge("txn_broker_consumer_group_offset"), _gauge("txn_broker_consumer_group_lag"),
-                          _gauge("txn_broker_consumer_group_lag_seconds"))
-    for g in figures.groups:
-        labels = [g.group, g.topic, str(g.partition)]
-        offset.add_metric(labels, g.committed_offset)
-        lag.add_metric(labels, g.lag)
-        lag_s.add_metric(labels, g.lag_seconds)
+    """The metric families of one snapshot of figures. The per-partition and per-group
+    families are columns (:class:`.text.BulkGauge`): a scrape of 10,000s of partitions
+    builds no object per sample."""
+    parts = figures.partitions
+    by_partition = LabelRows(["topic", "partition"], [(p.topic, str(p.partition)) for p in parts])
+    hw = _bulk("txn_broker_partition_high_watermark", by_partition, [p.high_watermark for p in parts])
+    lso = _bulk("txn_broker_partition_last_stable_offset", by_partition, [p.last_stable_offset for p in parts])
+    start = _bulk("txn_broker_partition_log_start_offset", by_partition, [p.log_start_offset for p in parts])
+    segments = _bulk("txn_broker_partition_segments", by_partition, [p.segment_count for p in parts])
+    size = _bulk("txn_broker_partition_size_bytes", by_partition, [p.size_bytes for p in parts])
+    groups = figures.groups
+    by_group = LabelRows(["group", "topic", "partition"], [(g.group, g.topic, str(g.partition)) for g in groups])
+    offset = _bulk("txn_broker_consumer_group_offset", by_group, [g.committed_offset for g in groups])
+    lag = _bulk("txn_broker_consumer_group_lag", by_group, [g.lag for g in groups])
+    lag_s = _bulk("txn_broker_consumer_group_lag_seconds", by_group, [g.lag_seconds for g in groups])
     states = _gauge("txn_broker_transactions")
     for state, count in figures.transactional_ids.items():
         states.add_metric([state], count)
@@ -121,8 +123,6 @@ def broker_registry(broker: Broker) -> CollectorRegistry:
 
 def start_metrics_server(registry: CollectorRegistry, host: str, port: int) -> tuple[Any, Any]:
     """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread
-    (prometheus_client's own server); returns (server, thread). Port 0 picks a free one:
-    ``server.server_port``."""
-    from prometheus_client import start_http_server
-
-    return start_http_server(port, addr=host, registry=registry)
+    (prometheus_client's own server: the text format, gzipped when the scraper accepts
+    it); returns (server, thread). Port 0 picks a free one: ``server.server_port``."""
+    return start_http_server(port, host, registry)

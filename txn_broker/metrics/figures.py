@@ -123,7 +123,7 @@ def _read(tx: Tx, postgres: bool, delete_delay_ms: int, after_txn_id: int, commi
     states = tx.all("metrics_transactional_id_states")
     now_ms = int(states[0].now_ms) if states else int(tx.scalar("now_ms"))
     partitions = [PartitionFigures(r.topic, r.partition_no, r.log_start_offset, r.high_watermark,
-                                   r.last_stable_offset, r.segment_count, r.size_bytes)
+                                   max(r.last_stable_offset, r.log_start_offset), r.segment_count, r.size_bytes)
                   for r in tx.all("metrics_partitions")]
     stable = {(p.topic, p.partition): p.last_stable_offset for p in partitions}
     groups = []

@@ -8,10 +8,12 @@ legal when.
 
 In a transaction, the first send to a partition adds it to the transaction
 (AddPartitionsToTxn); the first one starts the transaction and its timeout clock, so a
-producer that hangs with buffered records is aborted by the timeout sweep as in Kafka.
-Other sends make one cheap unlocked fencing check, so that a zombie's ``send()`` fails at
-once. The registration adds its partitions too (idempotent; it is what opens the
-transaction after a lost reply), under the transactional id's lock.
+producer that hangs with buffered records is aborted by the timeout sweep as in Kafka. As
+in Kafka's producer, the add is sent in the background (:mod:`partition_adder
+<txn_broker.producer.partition_adder>`) and a send is otherwise local: what the
+coordinator answers (a fenced zombie, an expired id) is raised by the next call. The
+registration adds its partitions too (idempotent; it is what opens the transaction after
+a lost reply), under the transactional id's lock, and checks the epoch again.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from ..storage import ObjectStore
 from ..topic_schemas import conform_send
 from ..topics import TopicMeta, Topics
 from .accumulator import RecordAccumulator
+from .partition_adder import PartitionAdder
 from .sender import SegmentSender
 from .state import P, ProducerState, move, require
 
@@ -97,6 +100,8 @@ class Producer:
         # while _txn_id is None (the call's reply was lost), so commit and abort must ask
         self._txn_requested = False
         self._txn_partitions: set[tuple[int, int]] = set()  # added by send() in this transaction
+        #: AddPartitionsToTxn requests sent in the background, not yet collected
+        self._adder = PartitionAdder()
         #: send_offsets_to_transaction() asked the coordinator (the reply may have been lost):
         #: only then may the commit have group offsets to apply
         self._txn_offsets_requested = False
@@ -251,6 +256,7 @@ class Producer:
                 return
             ident = self._identity()
             with self._guard():
+                self._collect_adds(wait=True)
                 self._txn_requested = True
                 self._txn_offsets_requested = True
                 self._txn_id = self._retry(
@@ -267,6 +273,8 @@ class Producer:
                 self._require(P.READY, action="transaction_handle")
                 return TransactionHandle(None, ident.producer_id, ident.epoch, None)
             self._require(P.IN_TRANSACTION, action="transaction_handle")
+            with self._guard():
+                self._collect_adds(wait=True)
             if self._txn_id is None:
                 with self._guard():
                     self._txn_requested = True
@@ -296,6 +304,7 @@ class Producer:
             with self._guard():
                 ident = self._identity()
                 self._sender.upload(ident, self._accumulator.drain(self._accumulator.keys()))
+                self._collect_adds(wait=True)  # sent in the background while this uploaded
                 if self._sender.pending and self._txn_id is None:
                     # the transaction's id is unknown (a lost reply): this append joins or
                     # opens the transaction and learns it
@@ -348,6 +357,7 @@ class Producer:
 
     def _abort(self) -> None:
         self._accumulator.clear()
+        self._settle_adds_before_abort()
         if self._pid_mapping_lost:
             # KIP-360: the coordinator forgot this transactional id, so nothing of it is open
             # there and nothing unacknowledged was registered. InitProducerId with the current
@@ -377,6 +387,32 @@ class Producer:
         self._txn_requested = False
         self._txn_appends = []
 
+    def _collect_adds(self, *, wait: bool) -> None:
+        """Learn what the AddPartitionsToTxn requests sent in the background came to
+        (``wait``: all of them) and raise the first failure, for ``_guard`` to classify.
+        The partitions of a failed add are sent again by the next send to them."""
+        if not self._adder.busy:
+            return
+        outcome = self._adder.collect(wait=wait)
+        if outcome.txn_id is not None:
+            self._txn_id = outcome.txn_id
+        self._txn_partitions.difference_update(outcome.failed)
+        if outcome.error is not None:
+            raise outcome.error
+
+    def _settle_adds_before_abort(self) -> None:
+        """An abort waits for the adds in flight. A fencing error among them is raised (a
+        zombie must not abort); an expired id makes this abort the KIP-360 recovery; any
+        other failure is moot, since the abort ends whatever the add may have opened."""
+        try:
+            self._collect_adds(wait=True)
+        except InvalidPidMappingError:
+            self._pid_mapping_lost = True
+        except TxnBrokerError as error:
+            if error.fatal:
+                raise
+            log.debug("AddPartitionsToTxn failed before an abort: %s", error)
+
     @contextmanager
     def transaction(self) -> Iterator[Producer]:
         """``with producer.transaction():`` begins, commits on success, aborts on an
@@ -401,10 +437,15 @@ class Producer:
         stable hash of the ``key`` column (equal keys, same partition); else spread.
 
         Raises UnknownTopicOrPartitionError, SchemaMismatchError, RecordTooLargeError
-        (nothing buffered), InvalidTxnStateError, ProducerFencedError."""
+        (nothing buffered), InvalidTxnStateError. In a transaction, a first send to a
+        partition sends AddPartitionsToTxn in the background: what the coordinator answers
+        (ProducerFencedError, InvalidPidMappingError, ...) is raised by the next call (a
+        later send once the answer has arrived, or flush/commit, which wait for it)."""
         with self._lock:
             if self.transactional_id is not None:
                 self._require(P.IN_TRANSACTION, action="send")
+                with self._guard():  # what an earlier send's AddPartitionsToTxn came to
+                    self._collect_adds(wait=False)
             else:
                 self._require(P.READY, action="send")
             meta, table = self._conform(topic, data)
@@ -419,17 +460,15 @@ class Producer:
             if self.transactional_id is not None:
                 # AddPartitionsToTxn before the first write to a partition (docs/semantics.md):
                 # the first one starts the transaction and its timeout clock now, not at the
-                # flush. Later sends only fail a zombie at once. The registration of the
-                # data checks the epoch and the open transaction again, under the lock.
-                with self._guard():
-                    new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
-                    if new:
-                        self._txn_requested = True
-                        self._txn_id = self._retry(
-                            lambda: self._coordinator.add_partitions(ident, new))
-                        self._txn_partitions.update(new)
-                    else:
-                        self._retry(lambda: self._coordinator.check_not_fenced(ident))
+                # flush. Sent in the background; its errors are raised by the next call. The
+                # registration of the data checks the epoch and the open transaction again,
+                # under the lock.
+                new = sorted((meta.topic_id, p) for p in split if (meta.topic_id, p) not in self._txn_partitions)
+                if new:
+                    self._txn_requested = True
+                    self._adder.submit(partial(self._retry, partial(self._coordinator.add_partitions, ident, new)),
+                                       new)
+                    self._txn_partitions.update(new)
             if self._metrics is not None:  # accepted: counted as given (Arrow bytes)
                 self._metrics.sent(topic, given_rows, given_bytes)
             full = self._accumulator.append(meta, split)
@@ -465,6 +504,7 @@ class Producer:
 
     def _flush(self, keys: list[tuple[int, int]]) -> list[AppendResult]:
         self._sender.upload(self._identity(), self._accumulator.drain(keys))
+        self._collect_adds(wait=True)  # sent in the background while this uploaded
         if not self._sender.pending:
             return []
         results = self._register()
@@ -509,6 +549,7 @@ class Producer:
                         log.warning("abort on close failed: %s", error)
             finally:
                 self._state = P.CLOSED
+                self._adder.close()
                 self._sender.close()
 
     def __enter__(self) -> Producer:

@@ -5,6 +5,7 @@
     txn_broker.spark.register(spark)
     df = (spark.read.format("txn_topic").option("topic", "orders")
           .option("isolation.level", "read_committed").load())
+    df = txn_broker.spark.read(spark, broker, topic="orders")   # published part from its Iceberg table
     df.write.format("txn_topic").option("topic", "clean_orders").option("key.column", "order_id") \\
         .mode("append").save()
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .app import main as app_main
 from .app import spark_session
+from .native_read import read
 from .offsets import OffsetRange, OffsetRanges, planned_offsets, resolve_offsets
 from .options import connection_options, transaction_options
 from .registry import register
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OffsetRange", "OffsetRanges", "Stage", "StageSummary", "app_main", "connection_options", "planned_offsets",
-    "register", "resolve_offsets", "spark_session", "transaction_options", "txn_stage", "write_options",
+    "read", "register", "resolve_offsets", "spark_session", "transaction_options", "txn_stage", "write_options",
 ]
 
 

@@ -212,7 +212,7 @@ def resolve_offsets(broker: Broker, topics: str | Iterable[str], starting: str =
                     if fail_on_data_loss:
                         raise OffsetOutOfRangeError(
                             f"{meta.name}-{p}: offsets {start}..{offsets.log_start_offset - 1} were deleted "
-                            "by retention; set failOnDataLoss=false to start at the log start instead"
+                            "(retention or delete-records); set failOnDataLoss=false to start at the log start instead"
                         )
                     start = offsets.log_start_offset
                 if start > offsets.high_watermark:

@@ -37,6 +37,7 @@ from ..log.partition import READ_COMMITTED
 from ..producer import ProducerState
 from . import options as opts
 from .failures import broker_error
+from .native_read import NATIVE_SCAN_OPTION, read_ranges
 from .offsets import OffsetRanges, resolve_offsets
 from .planning import count_visible
 from .schemas import check_write
@@ -106,18 +107,17 @@ class Stage:
         """A DataFrame of the inputs' records in the stage's fixed ranges, read_committed:
         ``_topic``, ``_partition``, ``_offset``, ``_timestamp``, then the topics' columns
         (several inputs: the union of their columns by name, ``_topic`` tells them apart).
-        ``topic``: only that input. Only inputs read here have their offsets committed."""
+        ``topic``: only that input. Only inputs read here have their offsets committed.
+        What a topic's Iceberg table already holds is scanned from its Parquet files
+        (:mod:`.native_read`; ``read_options={"iceberg.native_scan": "false"}`` turns it off)."""
         topics = self.inputs if topic is None else [topic]
         unknown = [t for t in topics if t not in self.inputs]
         if unknown:
             raise InvalidConfigError(f"stage.read({topic!r}): not one of the stage's inputs {self.inputs}")
         ranges = self.offsets.only(topics)
-        reader = self.spark.read.format("txn_topic").options(**opts.connection_options(self.broker))
-        reader = reader.options(**ranges.read_options()).options(**self._read_options)
-        try:
-            df = reader.load()
-        except Exception as error:
-            raise (broker_error(error) or error) from error
+        source_options = {k: v for k, v in self._read_options.items() if k.lower() != NATIVE_SCAN_OPTION}
+        native = opts._bool({k.lower(): v for k, v in self._read_options.items()}, NATIVE_SCAN_OPTION, True)
+        df = read_ranges(self.spark, self.broker, ranges, source_options, native_scan=native)
         for t in topics:
             if t not in self._read:
                 self._read.append(t)

@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from ..assets import topic_asset
+from ..assets import output_assets
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
 from ..ingest import callable_table, detect_format, fingerprint, read_file, resolve_sources
 from ..lineage import TxnBrokerLineageMixin
 from ..loading import import_callable
 from ..stats import AIRFLOW_CLIENT_METRICS
+from ..table_publishing import publish_outlet_tables
 from ..topic_setup import declared_topics, set_up_topics
 from .base import TransactionalOperatorMixin
 
@@ -100,7 +101,7 @@ class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, 
         if python_callable is not None and not isinstance(python_callable, str):
             raise ValueError("python_callable must be a dotted path string, e.g. 'mypkg.orders.fetch'")
         if "outlets" not in kwargs and "{{" not in topic:
-            kwargs["outlets"] = [topic_asset(topic, txn_broker_conn_id)]
+            kwargs["outlets"] = output_assets([topic], declared, txn_broker_conn_id)
         super().__init__(**kwargs)
         self.topics = declared
         self.topic = topic
@@ -120,7 +121,9 @@ class ProduceToTopicOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, 
         try:
             broker = hook.get_conn()
             set_up_topics(broker, self.topics, [self.topic], self.task_id, self.txn_broker_conn_id)
-            return self._ingest(broker, tid, context)
+            summary = self._ingest(broker, tid, context)
+            tables = publish_outlet_tables(broker, self.outlets, self.txn_broker_conn_id)
+            return {**summary, "iceberg": tables} if tables else summary
         finally:
             hook.close()
 

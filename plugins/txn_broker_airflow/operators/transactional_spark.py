@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from ..assets import topic_asset
+from ..assets import output_assets
 from ..hooks.txn_broker import DEFAULT_CONN_ID, TxnBrokerHook
+from ..lineage import TxnBrokerLineageMixin
 from ..stage_runner import StageSpec, run_stage
+from ..table_publishing import publish_outlet_tables
 from ..topic_setup import declared_topics, set_up_topics
 from .base import TransactionalOperatorMixin
 
@@ -34,7 +36,7 @@ DEPLOY_MODES = ("session", "spark-submit")
 SPARK_SUBMIT_ENTRY = Path(__file__).resolve().parents[1] / "spark_submit_entry.py"
 
 
-class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
+class TransactionalSparkOperator(TxnBrokerLineageMixin, TransactionalOperatorMixin, BaseOperator):
     """Run ``application`` (a ``spark_apps`` file with ``run(spark, stage, **kwargs)``, or a
     dotted path to such a function) in one transaction: it reads ``inputs`` from
     ``group_id``'s committed offsets up to end offsets fixed at the start, writes its
@@ -48,7 +50,9 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
     to the hook); the broker settings reach the driver through its environment.
 
     ``outputs``: the topics the stage writes, declared as the task's outlets
-    (``txn-topic://`` Assets) so other DAGs can be scheduled on them.
+    (``txn-topic://`` Assets) so other DAGs can be scheduled on them; with the
+    ``txn-iceberg://`` Asset of each output declared in ``topics`` with ``iceberg.enabled``,
+    whose table is published after the commit (``table_publishing.py``).
     ``topics``: ``TopicSpec(name, partitions, schema, config)`` values for the topics the
     stage writes: created when missing, checked when they exist. Every input and output
     is checked to exist when the task starts, before the Spark JVM starts
@@ -63,6 +67,10 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
 
     XCom: the stage summary: records in and out, input offsets, transactional id,
     producer epoch and outcome.
+
+    OpenLineage (``lineage.py``): ``inputs`` and ``outputs`` as topic datasets, records and
+    bytes written per output, the transaction with the input offsets it committed; a
+    failed stage reports the transaction it aborted.
     """
 
     template_fields: Sequence[str] = (
@@ -98,7 +106,7 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
         if not isinstance(application, str):
             raise ValueError("application must be a file path or a dotted path string")
         if "outlets" not in kwargs and not any("{{" in t for t in outputs):
-            kwargs["outlets"] = [topic_asset(t, txn_broker_conn_id) for t in outputs]
+            kwargs["outlets"] = output_assets(list(outputs), declared, txn_broker_conn_id)
         super().__init__(**kwargs)
         self.topics = declared
         self.reprocess_from = reprocess_from
@@ -137,6 +145,9 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
                 summary = self._run_in_session(broker, spec, context)
             else:
                 summary = self._run_spark_submit(broker, hook, spec)
+            tables = publish_outlet_tables(broker, self.outlets, self.txn_broker_conn_id)
+            if tables:
+                summary["iceberg"] = tables
         finally:
             hook.close()
         written = set(summary.get("records_out_by_topic", {}) or {})
@@ -145,6 +156,17 @@ class TransactionalSparkOperator(TransactionalOperatorMixin, BaseOperator):
             self.log.warning("the stage wrote %s, which are not declared in outputs=", sorted(undeclared))
         self.log.info("stage %s: %s", tid, json.dumps(summary, sort_keys=True, default=str))
         return summary
+
+    # OpenLineage (lineage.py): the input topics in, the output topics out
+    def lineage_topics(self) -> tuple[list[str], list[str]]:
+        return list(self.inputs), list(self.outputs)
+
+    def lineage_output_statistics(self, result: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
+        if not result:
+            return {}
+        records = result.get("records_out_by_topic") or {}
+        sizes = result.get("bytes_out_by_topic") or {}
+        return {t: (int(records.get(t, 0)), int(sizes[t]) if t in sizes else None) for t in self.outputs}
 
     def _reset_to_time(self, broker: Broker, spec: StageSpec, context: Context) -> None:
         from txn_broker import to_timestamp_ms

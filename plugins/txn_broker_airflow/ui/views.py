@@ -245,13 +245,45 @@ def _partition_dict(p: Any) -> dict[str, Any]:
             "segment_count": int(p.segment_count), "size_bytes": int(p.size_bytes)}
 
 
+def iceberg_figures(broker: Broker, topics: Iterable[str] | None = None) -> tuple[dict[str, Any], str | None]:
+    """``({topic: TableStatus}, error)`` for the ``iceberg.enabled`` topics among ``topics``
+    (default: all): what ``txn-broker iceberg status`` shows. A catalog that cannot be read
+    costs the Iceberg columns only: ``error`` names the error's class, the rest of the page
+    stays."""
+    from txn_broker.errors import TxnBrokerError
+
+    try:
+        if topics is not None:
+            wanted = list(topics)
+            enabled = [t for t in wanted if _iceberg_enabled(broker, t)]
+            if not enabled:
+                return {}, None
+            return {s.topic: s for s in broker.iceberg_status(enabled)}, None
+        return {s.topic: s for s in broker.iceberg_status()}, None
+    except TxnBrokerError as error:
+        return {}, type(error).__name__
+
+
+def _iceberg_enabled(broker: Broker, topic: str) -> bool:
+    return str(broker.describe_topic(topic).config.get("iceberg.enabled", False)).lower() == "true"
+
+
+def _iceberg_partitions(status: Any) -> dict[int, dict[str, Any]]:
+    return {p.partition: {"published_offset": p.published_offset, "last_stable_offset": p.last_stable_offset,
+                          "offsets_behind": p.offsets_behind, "seconds_behind": p.seconds_behind}
+            for p in status.partitions}
+
+
 def list_topics(broker: Broker) -> dict[str, Any]:
     """Every topic with totals over its partitions: records retained, bytes, segments, and
-    how far the last stable offsets lag behind the high watermarks."""
+    how far the last stable offsets lag behind the high watermarks; for a topic with
+    ``iceberg.enabled``, its table and how far behind the last stable offsets it is."""
+    tables, iceberg_error = iceberg_figures(broker)
     topics = []
     for name in broker.list_topics():
         d = broker.describe_topic(name)
         parts = [_partition_dict(p) for p in d.partitions]
+        status = tables.get(name)
         topics.append({
             "name": d.name, "partition_count": len(parts), "created_ms": d.created_ms,
             "records": sum(p["records"] for p in parts),
@@ -260,8 +292,12 @@ def list_topics(broker: Broker) -> dict[str, Any]:
             "segment_count": sum(p["segment_count"] for p in parts),
             "lso_lag": sum(p["lso_lag"] for p in parts),
             "held_partitions": sum(1 for p in parts if p["lso_lag"] > 0),
+            "iceberg": None if status is None else {
+                "table": status.table, "snapshot_id": status.snapshot_id,
+                "offsets_behind": sum(p.offsets_behind for p in status.partitions),
+                "seconds_behind": status.seconds_behind},
         })
-    return {"now_ms": broker.now_ms(), "topics": topics}
+    return {"now_ms": broker.now_ms(), "topics": topics, "iceberg_error": iceberg_error}
 
 
 def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -> dict[str, Any]:
@@ -287,10 +323,20 @@ def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -
             "partitions": [{"partition": p.partition, "first_offset": p.first_offset,
                             "last_offset": p.last_offset, "record_count": int(p.record_count)} for p in mine],
         })
+    tables, iceberg_error = iceberg_figures(broker, [name])
+    status = tables.get(name)
+    iceberg = _iceberg_partitions(status) if status is not None else {}
+    partitions = [_partition_dict(p) for p in d.partitions]
+    for row in partitions:
+        row["iceberg"] = iceberg.get(row["partition"])
     return {
         "now_ms": broker.now_ms(),
         "name": d.name,
         "created_ms": d.created_ms,
+        "iceberg": None if status is None else {
+            "table": status.table, "snapshot_id": status.snapshot_id, "snapshot_ms": status.snapshot_ms,
+            "seconds_behind": status.seconds_behind},
+        "iceberg_error": iceberg_error,
         "config": dict(d.config),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)}
                    for f in d.schema],
@@ -298,7 +344,7 @@ def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -
         "schema_versions": [{"version": v.version, "created_ms": v.created_ms, "created_by": v.created_by,
                              "columns": [f"{f.name} {f.type}" for f in v.schema]}
                             for v in reversed(d.schema_versions)],
-        "partitions": [_partition_dict(p) for p in d.partitions],
+        "partitions": partitions,
         "open_transactions": holders,
         "open_transactions_truncated": len(open_ids) > MAX_OPEN_DESCRIBED,
     }
@@ -307,18 +353,32 @@ def topic_detail(broker: Broker, name: str, known_dag_ids: Iterable[str] = ()) -
 # -- consumer groups ---------------------------------------------------------------------
 
 
-def _group_partition(p: Any) -> dict[str, Any]:
+def _group_partition(p: Any, lag_seconds: dict[tuple[str, int], float]) -> dict[str, Any]:
     return {"topic": p.topic, "partition": p.partition, "committed_offset": int(p.committed_offset),
             "log_start_offset": int(p.log_start_offset), "high_watermark": int(p.high_watermark),
             "last_stable_offset": int(p.last_stable_offset), "lag": int(p.lag),
-            "lag_uncommitted": int(p.lag_uncommitted), "commit_ms": p.commit_ms}
+            "lag_uncommitted": int(p.lag_uncommitted), "commit_ms": p.commit_ms,
+            "lag_seconds": lag_seconds.get((p.topic, p.partition), 0.0)}
+
+
+def _lag_seconds(broker: Broker, group_id: str | None = None) -> dict[str, dict[tuple[str, int], float]]:
+    """``{group: {(topic, partition): seconds}}``: the exporter's
+    ``txn_broker_consumer_group_lag_seconds`` (``Broker.metrics_figures``), the age of the
+    oldest committed record each group has not consumed."""
+    out: dict[str, dict[tuple[str, int], float]] = {}
+    for g in broker.metrics_figures().groups:
+        if group_id is None or g.group == group_id:
+            out.setdefault(g.group, {})[(g.topic, g.partition)] = g.lag_seconds
+    return out
 
 
 def list_groups(broker: Broker) -> dict[str, Any]:
     """Every consumer group with its topics, total lag (against the last stable offsets:
-    what a read_committed consumer can still read) and last commit."""
+    what a read_committed consumer can still read), the age of its oldest unconsumed
+    committed record (the exporter's lag in seconds) and last commit."""
     from txn_broker.errors import UnknownGroupError
 
+    seconds = _lag_seconds(broker)
     groups = []
     for group_id in broker.list_groups():
         try:
@@ -332,6 +392,7 @@ def list_groups(broker: Broker) -> dict[str, Any]:
             "lag": int(g.lag),
             "lag_uncommitted": sum(int(p.lag_uncommitted) for p in g.partitions),
             "last_commit_ms": max((p.commit_ms for p in g.partitions), default=None),
+            "lag_seconds": max(seconds.get(g.group_id, {}).values(), default=0.0),
         })
     return {"now_ms": broker.now_ms(), "groups": groups}
 
@@ -339,5 +400,7 @@ def list_groups(broker: Broker) -> dict[str, Any]:
 def group_detail(broker: Broker, group_id: str) -> dict[str, Any]:
     """One group's committed offset and lag per partition. Raises UnknownGroupError."""
     g = broker.describe_group(group_id)
+    seconds = _lag_seconds(broker, group_id).get(group_id, {})
     return {"now_ms": broker.now_ms(), "group_id": g.group_id, "lag": int(g.lag),
-            "partitions": [_group_partition(p) for p in g.partitions]}
+            "lag_seconds": max(seconds.values(), default=0.0),
+            "partitions": [_group_partition(p, seconds) for p in g.partitions]}

@@ -19,6 +19,7 @@ from . import (
     offsets,
     produce,
     producers,
+    records,
     sasl,
     topics,
     transactions,
@@ -26,7 +27,7 @@ from . import (
 from .base import Api, RequestContext
 
 MODULES = (produce, fetch, metadata, offsets, groups, sasl, api_versions, topics, transactions, configs,
-           producers, acls)
+           producers, acls, records)
 #: api key -> its API
 HANDLERS: dict[int, Api] = {api.key: api for module in MODULES for api in module.APIS}
 #: api key -> (lowest, highest) version supported; docs/kafka-protocol.md lists them

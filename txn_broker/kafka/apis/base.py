@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from .. import codec
 from ..authorizer import Authorizer, Operation, Principal, ResourceType
 from ..backend import AclStore, KafkaBackend, Node, PreparedProduce
+from ..fetch_sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..security import SaslSession
 
@@ -27,6 +28,7 @@ class Listener(Protocol):
     api_keys: list[dict[str, int]]
     auto_create_topics: int
     acl_store: AclStore
+    fetch_sessions: FetchSessionCache
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (it blocks on the database or the store)."""

@@ -480,10 +480,50 @@
       el("span", {class: "meter-track"}, fill));
   }
 
+  // a small horizontal bar chart, one bar per partition (inline SVG, built node by node)
+  var SVG_NS = "http://www.w3.org/2000/svg";
+
+  function svg(tag, attrs, text) {
+    var node = document.createElementNS(SVG_NS, tag);
+    Object.keys(attrs || {}).forEach(function (name) { node.setAttribute(name, String(attrs[name])); });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function lagChart(box, rows, label, unit) {
+    var max = rows.reduce(function (m, r) { return Math.max(m, r.value); }, 0);
+    var barH = 14, gap = 6, labelW = 150, valueW = 110, width = 520, span = width - labelW - valueW;
+    var chart = svg("svg", {class: "lag-chart", role: "img", "aria-label": label, width: width,
+      height: rows.length * (barH + gap) + gap, viewBox: "0 0 " + width + " " + (rows.length * (barH + gap) + gap)});
+    rows.forEach(function (r, i) {
+      var y = gap + i * (barH + gap);
+      var w = r.value > 0 && max > 0 ? Math.max(2, (span * r.value) / max) : 0;
+      var bar = svg("rect", {x: labelW, y: y, width: w, height: barH, rx: 2,
+        class: "lag-bar" + (r.value > 0 ? " lag-bar-warn" : "")});
+      bar.appendChild(svg("title", null, r.name + ": " + num(r.value) + " " + unit));
+      var row = svg("g", {"data-key": r.name, "data-value": r.value});
+      row.appendChild(svg("text", {x: 0, y: y + barH - 3, class: "lag-chart-label"}, r.name));
+      row.appendChild(svg("rect", {x: labelW, y: y, width: span, height: barH, rx: 2, class: "lag-track"}));
+      row.appendChild(bar);
+      row.appendChild(svg("text", {x: labelW + span + 8, y: y + barH - 3, class: "lag-chart-value"},
+        num(r.value) + " " + unit));
+      chart.appendChild(row);
+    });
+    box.replaceChildren(chart);
+  }
+
+  function seconds(s) { return s === null || s === undefined ? "–" : s > 0 ? duration(s * 1000) : "up to date"; }
+
+  function icebergCell(i) {
+    if (!i) return el("td", {class: "muted"}, "–");
+    return el("td", {class: "nowrap" + (i.offsets_behind > 0 ? " warn" : ""), "data-field": "iceberg"},
+      num(i.offsets_behind) + " offsets · " + seconds(i.seconds_behind));
+  }
+
   function loadTopics() {
     return api("/topics").then(function (data) {
       var tbody = $("topics-body");
-      if (!data.topics.length) { emptyRow(tbody, 8, "No topic yet."); return; }
+      if (!data.topics.length) { emptyRow(tbody, 9, "No topic yet."); return; }
       tbody.replaceChildren.apply(tbody, data.topics.map(function (t) {
         return el("tr", {class: t.lso_lag > 0 ? "row-open" : null, "data-topic": t.name},
           el("td", {class: "mono"}, link(topicHref(t.name), t.name)),
@@ -491,6 +531,7 @@
           el("td", {class: "num"}, bytes(t.size_bytes)), el("td", {class: "num"}, num(t.segment_count)),
           el("td", {class: "num" + (t.lso_lag > 0 ? " warn" : "")}, num(t.lso_lag)),
           el("td", {class: "num"}, num(t.held_partitions)),
+          t.iceberg ? icebergCell(t.iceberg) : el("td", {class: "muted"}, data.iceberg_error && "?" || "–"),
           el("td", {class: "nowrap"}, ago(t.created_ms, data.now_ms)));
       }));
     });
@@ -511,8 +552,21 @@
           el("td", {class: "num", "data-field": "high_watermark"}, num(p.high_watermark)),
           el("td", {class: "num strong", "data-field": "last_stable_offset"}, num(p.last_stable_offset)),
           el("td", {"data-field": "lso_lag"}, lagBar(p.lso_lag, p.high_watermark - p.log_start_offset)),
-          el("td", {class: "num"}, num(p.segment_count)), el("td", {class: "num"}, bytes(p.size_bytes)));
+          el("td", {class: "num"}, num(p.segment_count)), el("td", {class: "num"}, bytes(p.size_bytes)),
+          el("td", {class: "num", "data-field": "iceberg_published_offset"},
+            p.iceberg ? num(p.iceberg.published_offset) : "–"),
+          el("td", {class: "num" + (p.iceberg && p.iceberg.offsets_behind > 0 ? " warn" : ""),
+            "data-field": "iceberg_offsets_behind"}, p.iceberg ? num(p.iceberg.offsets_behind) : "–"),
+          el("td", {class: "nowrap", "data-field": "iceberg_seconds_behind",
+            "data-seconds": p.iceberg ? p.iceberg.seconds_behind : ""}, p.iceberg ? seconds(p.iceberg.seconds_behind) : "–"));
       }));
+      lagChart($("topic-lag-chart"), t.partitions.map(function (p) {
+        return {name: KEY + "-" + p.partition, value: p.lso_lag};
+      }), "Records above the last stable offset, per partition", "records");
+      $("topic-iceberg").textContent = t.iceberg ? "Iceberg table " + t.iceberg.table + " · snapshot " +
+        (t.iceberg.snapshot_id === null ? "none yet" : t.iceberg.snapshot_id) + " · " +
+        (t.iceberg.seconds_behind > 0 ? seconds(t.iceberg.seconds_behind) + " behind" : "up to date") :
+        t.iceberg_error ? "Iceberg table: the catalog could not be read (" + t.iceberg_error + ")" : "";
       var holders = $("topic-holders");
       if (!t.open_transactions.length) emptyRow(holders, 4, "None: nothing holds this topic's last stable offsets back.");
       else holders.replaceChildren.apply(holders, t.open_transactions.map(function (h) {
@@ -551,7 +605,7 @@
   function loadGroups() {
     return api("/groups").then(function (data) {
       var tbody = $("groups-body");
-      if (!data.groups.length) { emptyRow(tbody, 6, "No consumer group has committed offsets yet."); return; }
+      if (!data.groups.length) { emptyRow(tbody, 7, "No consumer group has committed offsets yet."); return; }
       tbody.replaceChildren.apply(tbody, data.groups.map(function (g) {
         return el("tr", {"data-group": g.group_id},
           el("td", {class: "mono"}, link(groupHref(g.group_id), g.group_id)),
@@ -561,6 +615,7 @@
           el("td", {class: "num"}, num(g.partition_count)),
           el("td", {class: "num" + (g.lag > 0 ? " warn" : "")}, num(g.lag)),
           el("td", {class: "num"}, num(g.lag_uncommitted)),
+          el("td", {class: "nowrap", "data-field": "lag_seconds"}, seconds(g.lag_seconds)),
           el("td", {class: "nowrap"}, ago(g.last_commit_ms, data.now_ms)));
       }));
     });
@@ -571,13 +626,18 @@
       $("group-summary").textContent = g.partitions.length + " partition(s) · total lag " + num(g.lag) + " records";
       var tbody = $("group-partitions");
       tbody.replaceChildren.apply(tbody, g.partitions.map(function (p) {
-        return el("tr", null, el("td", null, tpLink(p.topic, p.partition)),
-          el("td", {class: "num strong"}, num(p.committed_offset)), el("td", {class: "num"}, num(p.last_stable_offset)),
-          el("td", {class: "num"}, num(p.high_watermark)),
-          el("td", {class: "num" + (p.lag > 0 ? " warn" : "")}, num(p.lag)),
+        return el("tr", {"data-tp": p.topic + "-" + p.partition}, el("td", null, tpLink(p.topic, p.partition)),
+          el("td", {class: "num strong", "data-field": "committed_offset"}, num(p.committed_offset)),
+          el("td", {class: "num", "data-field": "last_stable_offset"}, num(p.last_stable_offset)),
+          el("td", {class: "num", "data-field": "high_watermark"}, num(p.high_watermark)),
+          el("td", {class: "num" + (p.lag > 0 ? " warn" : ""), "data-field": "lag"}, num(p.lag)),
           el("td", {class: "num"}, num(p.lag_uncommitted)),
+          el("td", {class: "nowrap", "data-field": "lag_seconds", "data-seconds": p.lag_seconds}, seconds(p.lag_seconds)),
           el("td", {class: "nowrap"}, ago(p.commit_ms, g.now_ms)));
       }));
+      lagChart($("group-lag-chart"), g.partitions.map(function (p) {
+        return {name: p.topic + "-" + p.partition, value: p.lag};
+      }), "Lag per partition", "records");
     });
   }
 

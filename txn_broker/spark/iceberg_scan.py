@@ -1,0 +1,162 @@
+"""Planning the part of a read that a topic's Iceberg table already holds (driver side,
+no Spark here): for each partition read, the offsets ``[start, cut)`` below what the
+table's current snapshot publishes are read from its Parquet data files, the rest
+``[cut, end)`` (the unpublished tail, up to the read's end) through the ``txn_topic``
+source.
+
+Why this reads exactly what the source reads: a snapshot holds, for each partition, every
+committed record of the offsets below its ``txn-broker.offsets`` from the log start on
+(aborted records never; :mod:`txn_broker.iceberg.publisher`), and a read_committed read
+returns the committed records of its range. So the table's rows with ``start <= _offset <
+cut`` are the source's rows of that range. Retention only removes from the table files
+whose records all lie below the log start, which a read never starts below.
+
+The table is used only when it can be read as the source reads: read_committed, a table
+with a snapshot, and one schema, equal to the one the topic is read in (a table whose
+schema evolved holds files in older schemas, which the source projects by its own rules
+(defaults of added columns among them) and Spark's Parquet reader would not; such a read
+goes through the source). Anything else, or a catalog that does not answer, plans the
+whole read through the source.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from ..errors import TxnBrokerError
+from ..iceberg.schema import table_schema
+from ..log.field_ids import METADATA_FIELD_IDS
+from ..log.partition import READ_COMMITTED
+from .offsets import OffsetRange, OffsetRanges
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from ..broker import Broker
+    from ..topics import TopicMeta
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableScan:
+    """One topic's part read from its table: the data files (as the table names them)
+    holding offsets of ``ranges``, the table's Arrow schema (field ids on every field),
+    and the snapshot they come from."""
+
+    topic: str
+    table: str
+    snapshot_id: int
+    location: str
+    schema: pa.Schema
+    ranges: tuple[OffsetRange, ...]
+    files: tuple[str, ...]
+
+    @property
+    def offsets(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+@dataclass
+class ReadSplit:
+    """A read cut in two: ``tables`` (one per topic read from its table) and ``tail``
+    (every partition's remaining range, for the source; empty ranges included, so the
+    source reads exactly these partitions). ``skipped``: why a topic was not read from
+    its table (None where it was, or where it has no table)."""
+
+    tables: list[TableScan]
+    tail: OffsetRanges
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tail_offsets(self) -> int:
+        return sum(r.size for r in self.tail)
+
+
+def split_read(broker: Broker, ranges: OffsetRanges, read_versions: dict[str, int] | None = None) -> ReadSplit:
+    """Cut ``ranges`` into what the topics' tables hold and the tail (module docstring).
+    Never raises for the table's sake: a catalog or table problem leaves that topic to the
+    source and says why in ``skipped``."""
+    if ranges.isolation_level != READ_COMMITTED:
+        return ReadSplit([], ranges)
+    tables: list[TableScan] = []
+    tail: list[OffsetRange] = []
+    skipped: dict[str, str] = {}
+    for topic in ranges.topics:
+        mine = [r for r in ranges if r.topic == topic]
+        meta = broker._topics.get(topic)
+        scan: TableScan | None = None
+        if meta.config.get("iceberg.enabled") and any(r.size for r in mine):
+            version = (read_versions or {}).get(topic, meta.schema_version)
+            try:
+                scan = _table_scan(broker, meta, mine, version)
+            except TxnBrokerError as error:
+                skipped[topic] = f"its Iceberg table could not be read ({type(error).__name__}: {error})"
+            except _NotReadable as why:
+                skipped[topic] = str(why)
+        if scan is None:
+            tail += mine
+            continue
+        cuts = {r.partition: r.end for r in scan.ranges}
+        tail += [OffsetRange(r.topic, r.partition, cuts.get(r.partition, r.start), r.end) for r in mine]
+        if scan.files:
+            tables.append(scan)
+    return ReadSplit(tables, OffsetRanges(tuple(tail), ranges.isolation_level, ranges.group_id), skipped)
+
+
+class _NotReadable(Exception):
+    """The table cannot stand in for the source in this read (the message says why)."""
+
+
+def _table_scan(broker: Broker, meta: TopicMeta, ranges: list[OffsetRange], version: int) -> TableScan | None:
+    from ..iceberg.publisher import published_offsets
+    from ..iceberg.small_files import partition_files
+
+    table: Table = broker.iceberg_table(meta.name)
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return None
+    schema = table_schema(meta.schema_at(version))
+    _check_schema(table, schema)
+    published = published_offsets(table)
+    by_partition = partition_files(table)  # the current snapshot's files, offset order
+    native: list[OffsetRange] = []
+    files: list[str] = []
+    for r in ranges:
+        cut = min(max(published.get(r.partition, 0), r.start), r.end)
+        if cut <= r.start:
+            continue
+        native.append(OffsetRange(r.topic, r.partition, r.start, cut))
+        files += [f.file_path for f in by_partition.get(r.partition, []) if _overlaps(f, r.start, cut)]
+    if not native:
+        return None
+    return TableScan(meta.name, ".".join(table.name()), snapshot.snapshot_id, table.location(), schema,
+                     tuple(native), tuple(files))
+
+
+def _check_schema(table: Table, schema: pa.Schema) -> None:
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+    if len(table.schemas()) != 1:
+        raise _NotReadable("its Iceberg table's schema evolved (files in older schemas are read through the "
+                           "source, which projects them by the topic's rules)")
+    if pyarrow_to_schema(schema).as_struct() != table.schema().as_struct():
+        raise _NotReadable("its Iceberg table's schema is not the one the topic is read in")
+
+
+def _overlaps(data_file: object, start: int, end: int) -> bool:
+    """Whether a data file's ``_offset`` bounds meet ``[start, end)`` (a file without
+    bounds is kept: the filter on ``_offset`` still applies)."""
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.types import LongType
+
+    offset_id = METADATA_FIELD_IDS["_offset"]
+    lower = (getattr(data_file, "lower_bounds", None) or {}).get(offset_id)
+    upper = (getattr(data_file, "upper_bounds", None) or {}).get(offset_id)
+    if lower is None or upper is None:
+        return True
+    return int(from_bytes(LongType(), lower)) < end and int(from_bytes(LongType(), upper)) >= start
