@@ -29,7 +29,13 @@ def rewind(consumer: Consumer) -> None:
     assignment = consumer.assignment()
     if not assignment:
         return
-    for tp in consumer.committed(assignment, 20):
+    while True:  # the group's coordinator may be the listener that is down: ask again
+        try:
+            committed = consumer.committed(assignment, 10)
+            break
+        except KafkaException as e:
+            log(f"committed retried: {e}")
+    for tp in committed:
         consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
 
