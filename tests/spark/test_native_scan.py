@@ -161,7 +161,8 @@ def test_s3_fallback_keeps_credentials_out_of_logs_and_plans(spark, backend, cap
     import txn_broker
 
     secret, key_id = f"S3Secret{uuid.uuid4().hex}", f"S3Key{uuid.uuid4().hex}"
-    caplog.set_level(logging.DEBUG, logger="txn_broker")  # ours (py4j logs every JVM call at DEBUG)
+    caplog.set_level(logging.DEBUG, logger="txn_broker")
+    caplog.set_level(logging.DEBUG, logger="py4j")  # py4j logs every JVM command, options included
     with txn_broker.connect(backend.database_url, backend.storage_url, storage_options={
             "aws_access_key_id": key_id, "aws_secret_access_key": secret}) as own:
         own.create_topic("t", partitions=2, schema=SCHEMA, config=ICEBERG)
@@ -174,6 +175,7 @@ def test_s3_fallback_keeps_credentials_out_of_logs_and_plans(spark, backend, cap
         text = plan(df) + str(df._jdf.queryExecution().toString()) + caplog.text
         assert secret not in text and key_id not in text
         assert "no Hadoop file system for s3a://" in caplog.text
+        assert any(r.name.startswith("py4j") for r in caplog.records)  # py4j did log: masked
         producer.close()
 
 

@@ -37,6 +37,7 @@ from ..log.partition import ISOLATION_LEVELS, READ_COMMITTED
 from ..log.types import TransactionHandle
 from ..names import validate_id, validate_topic_name
 from ..retry import DEFAULT_RETRY_BUDGET_MS
+from .log_guard import guard_secrets
 
 #: data source option -> storage option (txn_broker.storage.S3_OPTIONS)
 STORAGE_OPTIONS = {
@@ -173,6 +174,9 @@ def connection_options(broker: Any) -> dict[str, str]:
     names = {name: option for option, name in STORAGE_OPTIONS.items()}
     for name, value in broker._store.options().items():
         opts[names[name]] = value
+    # py4j logs the commands that carry these options at DEBUG: mask the secrets there
+    secrets = ("s3.access.key.id", "s3.secret.access.key", "s3.session.token")
+    guard_secrets(broker._db.url.password, *(opts.get(o) for o in secrets))
     return opts
 
 
