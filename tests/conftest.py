@@ -22,6 +22,17 @@ for path in (ROOT, ROOT / "plugins", Path(__file__).parent):
 
 from _servers import AWS_TEST_ENV, Backend, PostgresServer, S3Server  # noqa: E402
 
+#: the longest test (the production topology, about 10 minutes): it starts first
+LONGEST = "tests/e2e/test_topology.py::"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The end-to-end tests (whole topologies and schedulers, minutes each) run first, the
+    longest of all first: with two workers, a long test that starts last is the suite's
+    tail, the other worker idle meanwhile. A stable sort: every other test keeps its order,
+    and a module's tests stay together."""
+    items.sort(key=lambda item: (not item.nodeid.startswith(LONGEST), item.get_closest_marker("e2e") is None))
+
 
 @pytest.fixture(scope="session")
 def pg_server():
