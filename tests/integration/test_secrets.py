@@ -63,7 +63,8 @@ WORKLOAD = textwrap.dedent("""
     print(broker.list_transactions(), broker.describe_group("g"), broker.describe_topic("s"))
     old = broker.producer(transactional_id="secret-test")
     attempt("fenced", lambda: (old.init_transactions(), p.begin_transaction(),
-                               p.send("s", [{"key": b"k", "value": b"v"}], partition=0)))
+                               p.send("s", [{"key": b"k", "value": b"v"}], partition=0),
+                               p.flush()))  # the fencing surfaces at the next call that waits
     attempt("bad input", lambda: broker.producer().send("s", [{"nope": 1}]))
     attempt("unreachable database", lambda: txn_broker.connect(
         url.replace(os.environ["PG_HOSTPORT"], "127.0.0.1:9"), storage))

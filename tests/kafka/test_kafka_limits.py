@@ -43,7 +43,10 @@ def test_memory_stays_bounded_with_500_half_sent_large_frames(backend, tmp_path)
     sockets = []
     try:
         admin = AdminClient({"bootstrap.servers": listener.bootstrap})
-        admin.create_topics([NewTopic("bounded", 1)])["bounded"].result(15)  # the code paths warmed up
+        admin.create_topics([NewTopic("bounded", 1)])["bounded"].result(15)
+        producer = Producer({"bootstrap.servers": listener.bootstrap})
+        producer.produce("bounded", value=b"warm-up")  # the produce path's imports (pyarrow, pandas) loaded
+        assert producer.flush(20) == 0
         before = _rss(listener.proc.pid)
         for _ in range(HALF_SENT):
             s = socket.create_connection(("127.0.0.1", listener.port), timeout=10)
@@ -51,7 +54,6 @@ def test_memory_stays_bounded_with_500_half_sent_large_frames(backend, tmp_path)
             sockets.append(s)
         time.sleep(1.0)
         # a well-behaved client is served while every half-sent frame is held
-        producer = Producer({"bootstrap.servers": listener.bootstrap})
         producer.produce("bounded", value=b"still served")
         assert producer.flush(20) == 0
         growth = _rss(listener.proc.pid) - before
