@@ -23,8 +23,9 @@ system-deps:
 # two workers: most of the suite waits on subprocesses (Spark JVMs, Airflow, servers), so two
 # fill a 2-core CI machine; TEST_WORKERS=0 runs everything in one process
 TEST_WORKERS ?= 2
+# ARGS naming test paths (tests/...) runs only those, else the whole of tests/
 test: install
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal $(ARGS)
+	$(PY) -m pytest $(if $(filter tests%,$(ARGS)),,tests) -n $(TEST_WORKERS) --dist worksteal $(ARGS)
 
 # the production topology (tests/e2e): PostgreSQL, S3, Redis, Airflow with Celery workers
 # and a Spark standalone cluster, each its own process; pipelines and faults end to end.
