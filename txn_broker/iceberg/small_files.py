@@ -11,10 +11,19 @@ and gc deletes them once no retained snapshot references them.
 A publisher that runs often writes a small file per partition per round; merging every
 round would rewrite the same bytes again and again, so a group is rewritten once it has
 :data:`MIN_INPUTS` files or reaches about the target size.
+
+Each replace snapshot also merges the table's manifests (as Iceberg's ``merge_append``
+does, for every manifest, not only from ``commit.manifest.min-count-to-merge`` on): a
+publish's fast append adds one manifest and pyiceberg's overwrite one for its added and
+one for its deleted entries, and a reader opens every manifest of the snapshot it plans
+(each one a GET on S3). After a rewrite the current snapshot has one manifest per
+``commit.manifest.target-size-bytes`` (8 MiB) of entries. A table property
+``commit.manifest-merge.enabled=false`` turns the merge off.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,7 +36,8 @@ from .files import WrittenFile, conform, write_data_file
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
+    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table.update.snapshot import _OverwriteFiles
 
 #: the summary key marking a snapshot that rewrote files and changed no row
 REWRITE_PROPERTY = "txn-broker.rewrite"
@@ -65,7 +75,7 @@ class _IcebergFiles:
                 # code refuses it): an ``overwrite`` that deletes the inputs and adds the
                 # output, its summary saying ``txn-broker.rewrite: replace`` (no row changed)
                 properties = {**self.properties, REWRITE_PROPERTY: "replace"}
-                with txn.update_snapshot(snapshot_properties=properties).overwrite() as replace:
+                with replace_snapshot(txn, properties) as replace:
                     for f in group.files:
                         replace.delete_data_file(self.files[f.key])
                     replace.append_data_file(output.data_file)
@@ -75,6 +85,48 @@ class _IcebergFiles:
 
     def discard(self, output: WrittenFile) -> None:
         self.table.io.delete(output.path)
+
+
+def replace_snapshot(txn: Transaction, properties: dict[str, str]) -> _OverwriteFiles:
+    """pyiceberg's overwrite of ``txn``'s table whose new snapshot has its manifests merged
+    (module docstring); used as ``with replace_snapshot(txn, props) as replace:``."""
+    from pyiceberg.table.snapshots import Operation
+
+    return _merging_overwrite()(operation=Operation.OVERWRITE, transaction=txn, io=txn._table.io,
+                                snapshot_properties=properties)
+
+
+@functools.cache
+def _merging_overwrite() -> type[_OverwriteFiles]:
+    """The class of :func:`replace_snapshot` (built once, on first use: pyiceberg is
+    imported only where a table is used)."""
+    from pyiceberg.manifest import ManifestContent, ManifestFile
+    from pyiceberg.table import TableProperties
+    from pyiceberg.table.update.snapshot import _ManifestMergeManager, _OverwriteFiles
+    from pyiceberg.utils.properties import property_as_bool, property_as_int
+
+    class _MergingOverwrite(_OverwriteFiles):
+        def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
+            props = self._transaction.table_metadata.properties
+            if not property_as_bool(props, TableProperties.MANIFEST_MERGE_ENABLED, True):
+                return manifests
+            default = TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT
+            target = property_as_int(props, TableProperties.MANIFEST_TARGET_SIZE_BYTES, default)
+            merger = _ManifestMergeManager(target_size_bytes=target or default,
+                                           min_count_to_merge=1, merge_enabled=True, snapshot_producer=self)
+            data = [m for m in manifests if m.content == ManifestContent.DATA]
+            deletes = [m for m in manifests if m.content == ManifestContent.DELETES]
+            merged = merger.merge_manifests(data) + deletes
+            # the manifests this commit wrote and the merge replaced are no snapshot's:
+            # deleted now rather than left to gc as orphans
+            kept = {m.manifest_path for m in merged}
+            for m in data:
+                if m.manifest_path not in kept and m.manifest_path in self._written_manifests:
+                    self._written_manifests.remove(m.manifest_path)
+                    self._io.delete(m.manifest_path)
+            return merged
+
+    return _MergingOverwrite
 
 
 def partition_files(table: Table) -> dict[int, list[DataFile]]:

@@ -7,7 +7,9 @@ count), or is its current or a previous metadata file: data files,
 manifests, manifest lists, metadata files. Everything else there is an orphan: the data
 files of a publisher killed before its commit (or that lost a commit race and could not
 delete them), and the files of a table dropped with its topic. Orphans younger than the
-grace period are kept: a publisher writes its files before it commits them.
+grace period are kept: a publisher writes its files before it commits them. An empty
+directory marker (a key ending in ``/``, which pyarrow's S3 file system writes when it
+deletes a file) is no file of a table: it is an orphan only once nothing else lies under it.
 
 The listing is taken before the tables are read, so a file committed while gc runs is
 either referenced by what gc reads or younger than the grace period.
@@ -68,6 +70,9 @@ def find_warehouse_orphans(catalog: Catalog, store: ObjectStore, now_ms: int) ->
         return
     needed = catalog_files(catalog)
     base = store.url.rstrip("/") + "/"
+    parents = {info.key[:i + 1] for info in listed for i, c in enumerate(info.key[:-1]) if c == "/"}
     for info in listed:
+        if info.key.endswith("/") and info.key in parents:
+            continue  # the marker of a directory that still holds files
         if base + info.key not in needed:
             yield Orphan(info.key, info.size, info.modified_ms, now_ms - info.modified_ms)
