@@ -134,11 +134,21 @@ def test_the_plan_shows_sparks_parquet_scan_pruning_and_pushdown(spark, backend,
         spark.conf.unset("spark.sql.maxMetadataStringLength")
     scan = next(line for line in text.splitlines() if "FileScan parquet" in line)
     assert "Batched: true" in scan  # the vectorised reader
-    assert "ReadSchema: struct<_partition:int,_offset:bigint,id:bigint,name:string>" in scan  # small, ts pruned
     assert "GreaterThan(id,15)" in scan  # the user's filter, pushed into the Parquet reader
-    assert "LessThan(_offset," in scan  # and the published range
+    # every file lies inside the read: no filter on the offsets, which are not even read
+    assert "ReadSchema: struct<id:bigint,name:string>" in scan  # small, ts, _partition, _offset pruned
+    assert "_offset" not in scan
     assert sorted(r.name for r in query.collect()) == sorted(f"n{i}" for i in range(16, 70))
     assert spark.conf.get("spark.sql.parquet.fieldId.read.enabled") == "true"
+
+    # a read from the middle of a file keeps the table's rows to its range
+    starting = json.dumps({"t": {"0": 3, "1": 12}})
+    query = ts.read(spark, broker, topic="t", startingOffsets=starting).where("id > 15").select("name")
+    scan = next(line for line in plan(query).splitlines() if "FileScan parquet" in line)
+    assert "ReadSchema: struct<_partition:int,_offset:bigint,id:bigint,name:string>" in scan
+    assert "GreaterThanOrEqual(_offset,3)" in scan and "LessThan(_offset," in scan  # the published range
+    want = source_read(spark, broker, startingOffsets=starting).where("id > 15").select("name")
+    assert sorted(r.name for r in query.collect()) == sorted(r.name for r in want.collect())
 
 
 def test_native_scan_can_be_turned_off(spark, backend, broker, topic) -> None:  # type: ignore[no-untyped-def]

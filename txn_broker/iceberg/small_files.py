@@ -130,15 +130,28 @@ def _merging_overwrite() -> type[_OverwriteFiles]:
 
 
 def partition_files(table: Table) -> dict[int, list[DataFile]]:
-    """The current snapshot's data files per partition, in offset order."""
+    """The current snapshot's data files per partition, in offset order: its live manifest
+    entries, read directly (the manifests in parallel) rather than through a pyiceberg scan
+    plan, which also builds evaluators and a delete-file index for every call."""
     from pyiceberg.conversions import from_bytes
+    from pyiceberg.manifest import DataFileContent, ManifestContent
     from pyiceberg.types import LongType
+    from pyiceberg.utils.concurrent import ExecutorFactory
 
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return {}
+    manifests = [m for m in snapshot.manifests(table.io) if m.content == ManifestContent.DATA]
+    entries = ExecutorFactory.get_or_create().map(
+        lambda m: m.fetch_manifest_entry(table.io, discard_deleted=True), manifests)
     by_partition: dict[int, list[tuple[int, DataFile]]] = {}
-    for task in table.scan().plan_files():
-        lower = (task.file.lower_bounds or {}).get(3)
+    for entry in (e for batch in entries for e in batch):
+        f = entry.data_file
+        if f.content != DataFileContent.DATA:
+            continue
+        lower = (f.lower_bounds or {}).get(3)
         first = int(from_bytes(LongType(), lower)) if lower is not None else 0
-        by_partition.setdefault(int(task.file.partition[0]), []).append((first, task.file))
+        by_partition.setdefault(int(f.partition[0]), []).append((first, f))
     return {p: [f for _first, f in sorted(files, key=lambda x: x[0])] for p, files in by_partition.items()}
 
 

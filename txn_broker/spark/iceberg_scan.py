@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 class TableScan:
     """One topic's part read from its table: the data files (as the table names them)
     holding offsets of ``ranges``, the table's Arrow schema (field ids on every field),
-    and the snapshot they come from."""
+    and the snapshot they come from. ``whole``: every file's rows lie inside its
+    partition's range (by the file's ``_offset`` bounds), so no row needs filtering out."""
 
     topic: str
     table: str
@@ -55,6 +56,7 @@ class TableScan:
     schema: pa.Schema
     ranges: tuple[OffsetRange, ...]
     files: tuple[str, ...]
+    whole: bool = False
 
     @property
     def offsets(self) -> int:
@@ -126,16 +128,21 @@ def _table_scan(broker: Broker, meta: TopicMeta, ranges: list[OffsetRange], vers
     by_partition = partition_files(table)  # the current snapshot's files, offset order
     native: list[OffsetRange] = []
     files: list[str] = []
+    whole = True
     for r in ranges:
         cut = min(max(published.get(r.partition, 0), r.start), r.end)
         if cut <= r.start:
             continue
         native.append(OffsetRange(r.topic, r.partition, r.start, cut))
-        files += [f.file_path for f in by_partition.get(r.partition, []) if _overlaps(f, r.start, cut)]
+        for f in by_partition.get(r.partition, []):
+            bounds = _offset_bounds(f)
+            if bounds is None or (bounds[0] < cut and bounds[1] >= r.start):
+                files.append(f.file_path)
+                whole = whole and bounds is not None and r.start <= bounds[0] and bounds[1] < cut
     if not native:
         return None
     return TableScan(meta.name, ".".join(table.name()), snapshot.snapshot_id, table.location(), schema,
-                     tuple(native), tuple(files))
+                     tuple(native), tuple(files), whole)
 
 
 def _check_schema(table: Table, schema: pa.Schema) -> None:
@@ -148,9 +155,9 @@ def _check_schema(table: Table, schema: pa.Schema) -> None:
         raise _NotReadable("its Iceberg table's schema is not the one the topic is read in")
 
 
-def _overlaps(data_file: object, start: int, end: int) -> bool:
-    """Whether a data file's ``_offset`` bounds meet ``[start, end)`` (a file without
-    bounds is kept: the filter on ``_offset`` still applies)."""
+def _offset_bounds(data_file: object) -> tuple[int, int] | None:
+    """A data file's lowest and highest ``_offset`` (its column bounds), or None for a
+    file without them (it is read, and the filter on ``_offset`` applies)."""
     from pyiceberg.conversions import from_bytes
     from pyiceberg.types import LongType
 
@@ -158,5 +165,5 @@ def _overlaps(data_file: object, start: int, end: int) -> bool:
     lower = (getattr(data_file, "lower_bounds", None) or {}).get(offset_id)
     upper = (getattr(data_file, "upper_bounds", None) or {}).get(offset_id)
     if lower is None or upper is None:
-        return True
-    return int(from_bytes(LongType(), lower)) < end and int(from_bytes(LongType(), upper)) >= start
+        return None
+    return int(from_bytes(LongType(), lower)), int(from_bytes(LongType(), upper))

@@ -182,8 +182,12 @@ def _with_ids(arrow_field: pa.Field) -> Any:
 
 
 def _table_frame(spark: Any, broker: Broker, scan: TableScan, target: Any) -> Any:
-    """The table's part of one topic, as the columns of ``target`` (the source's schema)."""
-    from pyspark.sql import functions as F
+    """The table's part of one topic, as the columns of ``target`` (the source's schema).
+
+    Each DataFrame step is a round trip to the JVM and an analysis of the plan so far, so
+    the read is ``parquet`` (the file list, an explicit schema: no listing, no inference),
+    a filter only when a file holds offsets outside the read (:attr:`TableScan.whole`), and
+    one projection written as SQL where no column needs a cast."""
     from pyspark.sql.types import StructType
 
     if spark.conf.get(FIELD_ID_READ, "false") != "true":
@@ -193,23 +197,35 @@ def _table_frame(spark: Any, broker: Broker, scan: TableScan, target: Any) -> An
     if scan.location.startswith("s3://"):
         reader = reader.options(**s3a_options(broker._store.options()))
     df = reader.parquet(*(hadoop_path(p) for p in scan.files))
-    keep = None
-    for r in scan.ranges:
-        one = (F.col("_partition") == F.lit(r.partition)) & (F.col("_offset") >= F.lit(r.start)) & (
-            F.col("_offset") < F.lit(r.end))
-        keep = one if keep is None else keep | one
-    df = df.where(keep)
-    have = {f.name for f in file_schema.fields}
+    if not scan.whole:
+        df = df.where(" OR ".join(f"(_partition = {r.partition} AND _offset >= {r.start} AND _offset < {r.end})"
+                                  for r in scan.ranges))
+    have = {f.name: f.dataType for f in file_schema.fields}
+    if all(f.name == "_topic" or have.get(f.name) == f.dataType for f in target.fields):
+        # a topic name is [a-zA-Z0-9._-] (txn_broker.names): a plain SQL string literal
+        return df.selectExpr(*(f"'{scan.topic}' AS _topic" if f.name == "_topic" else _quoted(f.name)
+                               for f in target.fields))
+    return _projected(df, scan.topic, have, target)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _projected(df: Any, topic: str, have: Mapping[str, Any], target: Any) -> Any:
+    """``df`` as ``target``'s columns, casting those whose file type differs and adding
+    those the files lack as nulls."""
+    from pyspark.sql import functions as F
+
     columns = []
     for f in target.fields:
         if f.name == "_topic":
-            column = F.lit(scan.topic)
+            column = F.lit(topic)
         elif f.name in have:
-            column = F.col(f.name)
-            if file_schema[f.name].dataType != f.dataType:
+            column = F.col(_quoted(f.name))
+            if have[f.name] != f.dataType:
                 column = column.cast(f.dataType)
         else:
             column = F.lit(None).cast(f.dataType)
         columns.append(column.alias(f.name))
     return df.select(*columns)
-
