@@ -592,7 +592,7 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if width == 1:  # one byte each (no continuation bit): the values themselves
         matrix[:, 0] = raw
         return matrix, sizes
-    more = sizes - 1  # bytes after each byte k < more carry the continuation bit
+    more = sizes - 1  # byte k carries the continuation bit while k < more (bytes follow it)
     for k in range(width):
         group = ((raw >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
         matrix[:, k] = group | ((more > k).view(np.uint8) << np.uint8(7))
