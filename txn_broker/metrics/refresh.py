@@ -41,10 +41,10 @@ from .figures import BrokerFigures
 log = logging.getLogger(__name__)
 
 #: the default of ``--refresh-interval``: figures at most this old (plus one refresh), and
-#: a refresh of a 10,000-partition broker (about a second of one core) every 15 s
+#: a refresh of a 10,000-partition broker (0.7 to 1 s of one core) every 15 s
 DEFAULT_REFRESH_INTERVAL_S = 15.0
-#: gzip level of the rendering: 6 compresses 80,000 samples about as well as 9, in a third
-#: of the time
+#: gzip level of the rendering: at 80,000 samples (6.5 MB) level 6 takes a quarter of level
+#: 9's time (about 40 ms against 160) for a fifth more bytes (275 KB against 230)
 GZIP_LEVEL = 6
 
 
