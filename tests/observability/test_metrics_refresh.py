@@ -128,6 +128,19 @@ def test_a_failing_refresh_keeps_the_last_figures_served_and_is_counted(backend,
             before[("txn_broker_exporter_last_refresh_timestamp_seconds", ())]
         logged = [r.getMessage() for r in caplog.records if "refreshing the broker's figures failed" in r.getMessage()]
         assert len(logged) == 2
+        # an exporter whose first refresh fails answers all the same: no figures, its own metrics
+        blind = RefreshingExporter(broker.metrics_figures, 3600, CollectorRegistry(auto_describe=False))
+        url2, server2 = served(blind)
+        try:
+            first = scrape(url2, gzipped=True)
+            assert not [key for key in first if key[0] == HW]
+            assert first[("txn_broker_scrape_success", ())] == 0
+            assert first[("txn_broker_exporter_refresh_failures_total", ())] == 1
+            assert ("txn_broker_exporter_last_refresh_timestamp_seconds", ()) not in first
+        finally:
+            blind.stop()
+            server2.shutdown()
+            server2.server_close()
         password = sa.make_url(backend.database_url).password
         assert not password or all(f":{password}@" not in line for line in logged)  # masked: ":***@"
 
