@@ -86,8 +86,12 @@ def served_figures(broker):
 
 
 def test_the_refresh_interval_is_checked():
-    """A usage error, before anything connects."""
+    """A usage error, before anything connects; its default is the exporter's."""
+    from txn_broker.cli import metrics as cli_metrics
     from txn_broker.cli.main import main
+    from txn_broker.metrics import DEFAULT_REFRESH_INTERVAL_S
+
+    assert cli_metrics.DEFAULT_REFRESH_INTERVAL_S == DEFAULT_REFRESH_INTERVAL_S
 
     for bad in ("-1", "soon", "100000"):
         err = io.StringIO()
