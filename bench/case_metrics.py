@@ -97,16 +97,27 @@ def _fill(broker: Any, per_topic: int, groups: int) -> None:
 
 
 def _statements(broker: Any, call: Callable[[], Any]) -> int:
-    """The statements ``call`` runs on the broker's database."""
+    """The statements ``call`` runs on the broker's database: through SQLAlchemy, and the
+    named queries run on the driver's own cursor (``Tx._native``, unseen by its events)."""
+    from txn_broker.database import Tx
+
     count = [0]
 
     def seen(*_: Any) -> None:
         count[0] += 1
 
+    native = Tx._native
+
+    def seen_native(tx: Any, query: str, params: Any) -> Any:
+        count[0] += 1
+        return native(tx, query, params)
+
     sa.event.listen(broker._db.engine, "before_cursor_execute", seen)
+    Tx._native = seen_native  # type: ignore[method-assign,assignment]
     try:
         call()
     finally:
+        Tx._native = native  # type: ignore[method-assign]
         sa.event.remove(broker._db.engine, "before_cursor_execute", seen)
     return count[0]
 
