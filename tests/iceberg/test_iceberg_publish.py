@@ -11,6 +11,7 @@ import sys
 
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 from _bank import (
     SCHEMA,
     TOPIC,
@@ -23,6 +24,7 @@ from _bank import (
     transfer,
 )
 
+from txn_broker.errors import CorruptSegmentError
 from txn_broker.faults import set_fault_hook
 from txn_broker.log.field_ids import FIELD_ID_KEY
 
@@ -278,4 +280,47 @@ def test_small_files_are_rewritten_by_replace_snapshots(backend):
     assert table_rows(table.refresh()) == committed_rows(broker)
     check_history(table)
     assert broker.fsck().ok
+    broker.close()
+
+
+def test_partitions_written_at_once_commit_the_cut_or_nothing(backend):
+    """The publisher reads and writes WRITE_THREADS partitions at once. A segment that
+    cannot be read in one of them fails the publish with the reader's typed error: no
+    snapshot, and the files the other partitions had already stored are deleted. Once the
+    segment is readable again, one snapshot holds exactly the cut of every partition."""
+    from txn_broker.iceberg.publisher import WRITE_THREADS
+
+    assert WRITE_THREADS > 1
+    broker = backend.connect()
+    broker.create_topic("wide", partitions=4, schema=SCHEMA, config={"iceberg.enabled": "true"})
+    producer = broker.producer(transactional_id="wide")
+    producer.init_transactions()
+    for amount in range(1, 4):  # each transaction over all four partitions, summing to zero
+        with producer.transaction():
+            for p, value in enumerate((-3 * amount, amount, amount, amount)):
+                producer.send("wide", pa.table({"account": ["acct"], "amount": [value]}, schema=SCHEMA),
+                              partition=p)
+    table = broker.iceberg_table("wide")
+    with broker._db.engine.connect() as conn:
+        key = conn.execute(sa.text(
+            "SELECT s.object_key FROM segments s JOIN topics t ON t.topic_id = s.topic_id "
+            "WHERE t.name = 'wide' AND s.partition_no = 3 ORDER BY s.base_offset")).scalars().first()
+    original = broker._store.get(key)
+    broker._store.put(key, b"not a segment")
+    with pytest.raises(CorruptSegmentError):
+        broker.publish_iceberg(["wide"])
+    assert broker.iceberg_table("wide").current_snapshot() is None
+    stored = [o.key for o in broker._store.list("iceberg/") if o.key.endswith(".parquet")]
+    assert stored == [], "files of the failed publish were left behind"
+
+    broker._store.put(key, original)
+    published = broker.publish_iceberg(["wide"])[0]
+    ends = broker.end_offsets([("wide", p) for p in range(4)])
+    assert published.offsets == {tp.partition: o for tp, o in ends.items()} and published.files == 4
+    table = broker.iceberg_table("wide")
+    assert len(table.snapshots()) == 1
+    rows = table.scan().to_arrow()
+    assert sum(rows.column("amount").to_pylist()) == 0 and rows.num_rows == 12
+    assert sorted(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist(), strict=True)) == [
+        (p, o) for p in range(4) for o in range(3)]
     broker.close()
