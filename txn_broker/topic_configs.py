@@ -158,6 +158,9 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("iceberg.target.file.bytes", 128 * 1024 * 1024, positive,
                 "the size the Iceberg table's Parquet data files aim at (Iceberg's write.target-file-size-bytes)",
                 takes_effect="next publish"),
+    TopicConfig("iceberg.publish.threads", 1, positive,
+                "partitions the Iceberg publisher reads and writes at once (each in a thread of its own)",
+                takes_effect="next publish"),
     TopicConfig("iceberg.snapshot.max.age.ms", 5 * 24 * 3600 * 1000, positive,
                 "Iceberg table snapshots older than this are expired by the publisher (Iceberg's "
                 "history.expire.max-snapshot-age-ms); gc then deletes the files only they needed",

@@ -284,15 +284,14 @@ def test_small_files_are_rewritten_by_replace_snapshots(backend):
 
 
 def test_partitions_written_at_once_commit_the_cut_or_nothing(backend):
-    """The publisher reads and writes WRITE_THREADS partitions at once. A segment that
-    cannot be read in one of them fails the publish with the reader's typed error: no
-    snapshot, and the files the other partitions had already stored are deleted. Once the
-    segment is readable again, one snapshot holds exactly the cut of every partition."""
-    from txn_broker.iceberg.publisher import WRITE_THREADS
-
-    assert WRITE_THREADS > 1
+    """With iceberg.publish.threads=2 the publisher reads and writes two partitions at
+    once. A segment that cannot be read in one of them fails the publish with the reader's
+    typed error: no snapshot, and the files the other partitions had already stored are
+    deleted. Once the segment is readable again, one snapshot holds exactly the cut of
+    every partition."""
     broker = backend.connect()
-    broker.create_topic("wide", partitions=4, schema=SCHEMA, config={"iceberg.enabled": "true"})
+    broker.create_topic("wide", partitions=4, schema=SCHEMA,
+                        config={"iceberg.enabled": "true", "iceberg.publish.threads": "2"})
     producer = broker.producer(transactional_id="wide")
     producer.init_transactions()
     for amount in range(1, 4):  # each transaction over all four partitions, summing to zero

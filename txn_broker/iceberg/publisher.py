@@ -13,9 +13,9 @@ One publish of a topic:
    each partition's range ``[published, cut)`` then holds whole transactions only.
 3. **The files.** Each partition's committed records of its range (read_committed: the
    segments of aborted transactions are never read) are written as Parquet data files of
-   about ``iceberg.target.file.bytes``, :data:`WRITE_THREADS` partitions at a time. If any
-   partition fails, the files already written are deleted and its error is raised: no
-   commit.
+   about ``iceberg.target.file.bytes``, ``iceberg.publish.threads`` partitions at a time.
+   If any partition fails, the files already written are deleted and its error is raised:
+   no commit.
 4. **The commit.** One snapshot appends them all, its summary recording the new offsets.
    The commit asserts that the table's current snapshot is still the one read in step 1
    (Iceberg's optimistic commit; pyiceberg's own retry is switched off for these tables):
@@ -77,9 +77,6 @@ log = logging.getLogger(__name__)
 OFFSETS_PROPERTY = "txn-broker.offsets"
 #: how many times one publish starts again after losing a commit race
 MAX_ATTEMPTS = 5
-#: partitions read and written at once by one publish (pyarrow's decoding and Parquet
-#: writing release the GIL, so two overlap on two cores)
-WRITE_THREADS = 2
 
 
 @dataclass
@@ -350,18 +347,19 @@ class Publisher:
 
     def _write_partitions(self, table: Table, schema: pa.Schema, meta: TopicMeta,
                           cut: dict[int, tuple[int, int]], written: list[WrittenFile]) -> None:
-        """Write every partition's range of ``cut``, :data:`WRITE_THREADS` partitions at a
-        time: pyarrow releases the GIL while it decodes segments and writes Parquet, so one
-        partition's reading overlaps another's writing. Each file is added to ``written`` as
-        soon as it is stored. The first failure cancels the partitions not started, waits
-        for the running ones and is raised as it is (a typed error of the reader or the
-        storage); the caller then deletes ``written``."""
+        """Write every partition's range of ``cut``, ``iceberg.publish.threads`` partitions
+        at a time: pyarrow releases the GIL while it decodes segments and writes Parquet, so
+        one partition's reading can overlap another's writing. Each file is added to
+        ``written`` as soon as it is stored. The first failure cancels the partitions not
+        started, waits for the running ones and is raised as it is (a typed error of the
+        reader or the storage); the caller then deletes ``written``."""
         ranges = [(p, start, end) for p, (start, end) in sorted(cut.items()) if start < end]
-        if len(ranges) <= 1 or WRITE_THREADS <= 1:
+        threads = int(meta.config["iceberg.publish.threads"])
+        if len(ranges) <= 1 or threads <= 1:
             for p, start, end in ranges:
                 self._write_partition(table, schema, meta, p, start, end, written)
             return
-        with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="iceberg-write") as pool:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iceberg-write") as pool:
             futures = [pool.submit(self._write_partition, table, schema, meta, p, start, end, written)
                        for p, start, end in ranges]
             done, _running = wait(futures, return_when=FIRST_EXCEPTION)
