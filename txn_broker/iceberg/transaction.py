@@ -5,7 +5,8 @@ pyiceberg 0.12's ``Transaction.table_metadata`` applies the staged updates to th
 metadata and returns a deep copy of the result on every access, and one fast append reads
 it about a dozen times (its snapshot id, properties, schema, spec, parent, sequence
 number...). The cost grows with the table's history (every snapshot is copied each time):
-about 45 ms of a 64 MB publish on a new table. The metadata is a frozen pydantic model, so
+the CPU time of one commit went from 14 to 10 ms on a table of 11 snapshots, from 62 to
+22 ms at 110 and from 215 to 147 ms at 410. The metadata is a frozen pydantic model, so
 the same result can serve every read until the next staged update changes it.
 """
 
