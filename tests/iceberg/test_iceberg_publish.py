@@ -323,3 +323,26 @@ def test_partitions_written_at_once_commit_the_cut_or_nothing(backend):
     assert sorted(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist(), strict=True)) == [
         (p, o) for p in range(4) for o in range(3)]
     broker.close()
+
+
+def test_cached_transaction_sees_every_staged_change(backend):
+    """The publisher's transaction computes the table metadata once per change: a change
+    staged in it, and the table's own commit, are seen at the next read, as with
+    pyiceberg's own transaction."""
+    from txn_broker.iceberg.transaction import transaction
+
+    broker = backend.connect()
+    create(broker)
+    table = broker.iceberg_table(TOPIC)
+    txn = transaction(table)
+    first = txn.table_metadata
+    assert txn.table_metadata is first  # computed once while nothing changes
+    txn.set_properties({"txn-broker.test": "staged"})
+    assert txn.table_metadata.properties["txn-broker.test"] == "staged"
+    txn.commit_transaction()
+    assert broker.iceberg_table(TOPIC).properties["txn-broker.test"] == "staged"
+    with transaction(table) as again:  # ``table`` was updated in place by the commit
+        assert again.table_metadata.properties["txn-broker.test"] == "staged"
+        again.set_properties({"txn-broker.test": "second"})
+    assert broker.iceberg_table(TOPIC).properties["txn-broker.test"] == "second"
+    broker.close()
