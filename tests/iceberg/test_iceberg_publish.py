@@ -346,3 +346,23 @@ def test_cached_transaction_sees_every_staged_change(backend):
         again.set_properties({"txn-broker.test": "second"})
     assert broker.iceberg_table(TOPIC).properties["txn-broker.test"] == "second"
     broker.close()
+
+
+def test_small_file_check_reads_no_manifest_while_no_group_is_possible(backend):
+    """After a publish, the small-file rewrite plans the table's files only when the
+    current snapshot's totals allow a group (MIN_INPUTS files, or about the target size)."""
+    from txn_broker.iceberg.small_files import MIN_INPUTS, could_rewrite
+
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    transfer(bank, 1)
+    broker.publish_iceberg()
+    table = broker.iceberg_table(TOPIC)
+    summary = table.current_snapshot().summary
+    files, size = int(summary["total-data-files"]), int(summary["total-files-size"])
+    assert files == 2 < MIN_INPUTS
+    assert not could_rewrite(table, target_bytes=size * 10)  # 2 files, far below the target
+    assert could_rewrite(table, target_bytes=size)  # together about the target: a group may be due
+    broker.close()
