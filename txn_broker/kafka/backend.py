@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 #: bytes (about) per record batch of a fetch response: each batch costs a fixed amount of
 #: work to encode, and clients take batches of any size
-FETCH_BATCH_BYTES = 4 * 1024 * 1024
+FETCH_BATCH_BYTES = 16 * 1024 * 1024
 #: a record batch's header (61 bytes), and a record's framing beside its key, value and headers at
 #: most (length, attributes, timestamp and offset deltas, key and value lengths, header count):
 #: a Fetch keeps to its max_bytes with them
@@ -512,8 +512,8 @@ class KafkaBackend:
             listed = None
             if headers.null_count < len(headers) and any(_entries(c) for c in headers.chunks):
                 listed = [tuple(h or ()) for h in headers.to_pylist()]
-            return RecordColumns(deltas, stamps, table.column("key").combine_chunks(),
-                                 table.column("value").combine_chunks(), listed)
+            return RecordColumns(deltas, stamps, _one_array(table.column("key")),
+                                 _one_array(table.column("value")), listed)
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         for row in table.drop_columns(["_timestamp"]).to_pylist():
@@ -689,6 +689,12 @@ class KafkaBackend:
                 if o.get("group_id") == group_id and key in wanted:
                     pending.add(key)
         return pending
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it is (a slice of the segment's own
+    buffers), else its chunks combined (a copy)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _entries(chunk: pa.Array) -> int:
