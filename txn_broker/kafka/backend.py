@@ -92,6 +92,17 @@ class Node:
 class TopicInfo:
     name: str
     partitions: int
+    #: Kafka's topic id (Metadata v10+, CreateTopics v7): a topic deleted and created again
+    #: under its name has another, so a client sees a new topic (librdkafka then drops the
+    #: partitions the old one had beyond the new count)
+    topic_id: uuid.UUID = uuid.UUID(int=0)
+
+
+def kafka_topic_id(topic_id: int, created_ms: int) -> uuid.UUID:
+    """A topic's Kafka id, from its id in the metadata database (never reused) and its
+    creation time (so a new database's topics differ too): never zero (created_ms > 0), the same on every
+    listener."""
+    return uuid.UUID(int=(topic_id & (2**64 - 1)) << 64 | (created_ms & (2**64 - 1)))
 
 
 @dataclass(frozen=True)
@@ -183,7 +194,7 @@ class KafkaBackend:
 
     def topic(self, name: str) -> TopicInfo:
         meta = self.broker._topics.get(name, refresh=True)
-        return TopicInfo(meta.name, meta.partition_count)
+        return TopicInfo(meta.name, meta.partition_count, kafka_topic_id(meta.topic_id, meta.created_ms))
 
     def list_topics(self) -> list[TopicInfo]:
         out = []
@@ -245,7 +256,8 @@ class KafkaBackend:
             validate_config(config, self.broker.settings)
             return TopicInfo(name, partitions)
         description = self.broker.create_topic(name, partitions, None, config)
-        return TopicInfo(description.name, len(description.partitions))
+        return TopicInfo(description.name, len(description.partitions),
+                         kafka_topic_id(description.topic_id, description.created_ms))
 
     def delete_topic(self, name: str) -> None:
         self.broker.delete_topic(name)
