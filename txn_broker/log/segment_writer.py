@@ -1,7 +1,7 @@
-"""Building and uploading segments, for every writer that appends Arrow tables (the
-producer, the Spark data source's tasks): a buffered table (``_timestamp`` first) is
-encoded in the segment format under its partition's key and put in the store, and what
-its registration needs comes back as a :class:`SegmentWrite`. Registration is the
+"""Writing segments, for every writer that appends Arrow tables (the producer, the Spark
+data source's tasks, the Kafka listener): a buffered table (``_timestamp`` first) is
+encoded in the segment format straight into the store's writer for its partition's key,
+and what its registration needs comes back as a :class:`SegmentWrite`. Registration is the
 coordinator's (a producer's appends, or ``register_uploaded`` for Spark)."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +16,7 @@ import pyarrow.compute as pc
 from ..retry import retrying
 from ..storage import ObjectStore
 from .keys import segment_key
-from .segment_format import encode_segment, write_segment_file
+from .segment_format import write_segment_file
 from .types import SegmentWrite
 
 
@@ -47,26 +46,6 @@ def stage_segment(table: pa.Table, *, topic_id: int, topic: str, partition: int,
         max_timestamp_ms=int(newest.cast(pa.int64()).as_py()), schema_version=schema_version,
     )
     return StagedSegment(table, compression, write)
-
-
-def build_segment(table: pa.Table, *, topic_id: int, topic: str, partition: int, compression: str,
-                  name: str, base_sequence: int = -1, last_sequence: int | None = None,
-                  schema_version: int = 1) -> tuple[SegmentWrite, pa.Buffer]:
-    """The segment of ``table`` (as :func:`stage_segment`) encoded in memory, and its
-    registration: for a writer that keeps the bytes to put them again (the Kafka
-    listener); :func:`write_segment` encodes straight into the store instead."""
-    staged = stage_segment(table, topic_id=topic_id, topic=topic, partition=partition, compression=compression,
-                           name=name, base_sequence=base_sequence, last_sequence=last_sequence,
-                           schema_version=schema_version)
-    payload = encode_segment(table, compression)
-    return replace(staged.write, size_bytes=payload.size), payload
-
-
-def upload_segment(store: ObjectStore, write: SegmentWrite, payload: pa.Buffer,
-                   budget_ms: int | None = None) -> None:
-    """Put one encoded segment object, retrying a retriable storage error within
-    ``budget_ms`` (txn_broker.retry)."""
-    retrying(partial(store.put, write.object_key, payload), budget_ms)
 
 
 def write_segment(store: ObjectStore, staged: StagedSegment, budget_ms: int | None = None) -> SegmentWrite:
