@@ -50,7 +50,7 @@ from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
-from ..log.segment_writer import build_segment, upload_segment
+from ..log.segment_writer import stage_segment, write_segment
 from ..log.time_range import check_time_range
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import OffsetAndMetadata, TopicPartition
@@ -306,12 +306,12 @@ class KafkaBackend:
             pid = batch.producer_id if idempotent else self._anonymous()
             epoch = max(batch.producer_epoch, 0) if idempotent else 0
         n = batch.record_count
-        write, payload = build_segment(
+        write = write_segment(self.broker._store, stage_segment(
             table, topic_id=meta.topic_id, topic=meta.name, partition=partition, compression=meta.compression,
             name=f"{pid}-{epoch}-k{batch.base_sequence}-{uuid.uuid4().hex[:12]}",
             base_sequence=batch.base_sequence if idempotent else -1,
-            last_sequence=batch.base_sequence + n - 1 if idempotent else None, schema_version=meta.schema_version)
-        upload_segment(self.broker._store, write, payload, self.broker.settings.retry_budget_ms)
+            last_sequence=batch.base_sequence + n - 1 if idempotent else None, schema_version=meta.schema_version),
+            self.broker.settings.retry_budget_ms)
         return PreparedProduce(topic, partition, batch.transactional, idempotent, pid, epoch, write)
 
     def commit_produce(self, prepared: PreparedProduce, transactional_id: str | None) -> ProduceResult:
