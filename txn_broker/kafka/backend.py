@@ -89,6 +89,16 @@ class Node:
 
 
 @dataclass(frozen=True)
+class ListenerRow:
+    """A listener as ``kafka_listeners`` holds it: its node, the age of its last heartbeat
+    and of its current term, in milliseconds by the database's clock (cluster_view.py)."""
+
+    node: Node
+    age_ms: int
+    term_ms: int
+
+
+@dataclass(frozen=True)
 class TopicInfo:
     name: str
     partitions: int
@@ -155,26 +165,32 @@ class KafkaBackend:
 
     # -- the listeners of the cluster -------------------------------------------------------
 
-    def register_listener(self, host: str, port: int) -> int:
-        """This listener's node id (the same for the same address across restarts)."""
+    def register_listener(self, host: str, port: int, expiry_ms: int, settle_ms: int) -> int:
+        """This listener's node id (the same for the same address across restarts); its term
+        begins (see cluster_view.py: a listener taken as down after ``expiry_ms``, a term
+        settled after ``settle_ms``)."""
         last: TxnBrokerError | None = None
         for _attempt in range(5):  # two listeners starting at once may pick the same next id
             try:
-                return int(self.broker._db.run(lambda tx: tx.scalar("register_kafka_listener", host=host, port=port)))
+                return int(self.broker._db.run(lambda tx: tx.scalar(
+                    "register_kafka_listener", host=host, port=port, expiry_ms=expiry_ms, settle_ms=settle_ms)))
             except TxnBrokerError as error:
                 last = error
                 time.sleep(0.05)
         assert last is not None
         raise last
 
-    def listener_heartbeat(self, node_id: int) -> None:
-        self.broker._db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
+    def listener_heartbeat(self, node_id: int, expiry_ms: int, settle_ms: int) -> None:
+        """This listener is up (one taken as down begins a new term, as in register_listener)."""
+        self.broker._db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id, expiry_ms=expiry_ms,
+                                                  settle_ms=settle_ms))
 
-    def live_listeners(self, max_age_ms: int) -> list[tuple[Node, int]]:
+    def live_listeners(self, max_age_ms: int) -> list[ListenerRow]:
         """The listeners that sent a heartbeat in the last ``max_age_ms``, each with the
-        age of its last heartbeat in milliseconds."""
+        age of its last heartbeat and of its term in milliseconds."""
         rows = self.broker._db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
-        return [(Node(int(r.node_id), str(r.host), int(r.port)), int(r.age_ms)) for r in rows]
+        return [ListenerRow(Node(int(r.node_id), str(r.host), int(r.port)), int(r.age_ms), int(r.term_ms))
+                for r in rows]
 
     def unregister_listener(self, node_id: int) -> None:
         self.broker._db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))
