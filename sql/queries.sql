@@ -656,10 +656,15 @@ WHERE node_id = :node_id;
 
 -- live_kafka_listeners --
 -- The listeners whose last heartbeat is recent, with its age and the age of their term
-SELECT node_id, host, port, {now_ms} - heartbeat_ms AS age_ms, {now_ms} - started_ms AS term_ms
+SELECT node_id, host, port, {now_ms} - heartbeat_ms AS age_ms, {now_ms} - started_ms AS term_ms, started_ms
 FROM kafka_listeners
 WHERE heartbeat_ms >= {now_ms} - :max_age_ms
 ORDER BY node_id;
+
+-- kafka_listener_in_term --
+-- A listener is still in the term that began at :started_ms and not taken as down (a row, else none)
+SELECT node_id FROM kafka_listeners
+WHERE node_id = :node_id AND started_ms = :started_ms AND heartbeat_ms >= {now_ms} - :expiry_ms;
 
 -- delete_kafka_listener --
 -- A listener stops

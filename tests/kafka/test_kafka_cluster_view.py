@@ -9,11 +9,14 @@ import asyncio
 import zlib
 from types import SimpleNamespace
 
+import pytest
 from kio.schema.errors import ErrorCode
 
-from txn_broker.kafka.backend import ListenerRow, Node
+from txn_broker.kafka.backend import KafkaBackend, ListenerRow, ListenerTerm, Node
 from txn_broker.kafka.cluster_view import GUARD_MS, LISTENER_EXPIRY_MS, SETTLE_MS, VIEW_TTL_MS, ClusterView
+from txn_broker.kafka.errors import NotCoordinatorError
 from txn_broker.kafka.groups import GroupCoordinator
+from txn_broker.models import OffsetAndMetadata
 
 A, B = Node(0, "127.0.0.1", 9092), Node(1, "127.0.0.1", 9093)
 GROUPS = [f"group-{i}" for i in range(200)]
@@ -110,3 +113,30 @@ def test_a_rebalance_due_while_the_group_moved_completes_no_generation():
         assert answer["error_code"] == ErrorCode.not_coordinator and "g" not in groups.groups
 
     asyncio.run(scenario())
+
+
+def test_txn_offsets_checked_in_a_term_that_no_longer_holds_are_not_staged(backend):
+    """A TxnOffsetCommit whose group member a coordinator checked, then written after that
+    coordinator was taken as down (it was stopped between its check and its write, and a new
+    term began when it came back): the write is refused, and the transaction commits only
+    the offsets staged in a term that held."""
+    broker = backend.connect()
+    try:
+        kafka = KafkaBackend(broker)
+        kafka.create_topic("input", 1, {})
+        node_id = kafka.register_listener("127.0.0.1", 9092, LISTENER_EXPIRY_MS, SETTLE_MS)
+        (row,) = kafka.live_listeners(LISTENER_EXPIRY_MS)
+        term = ListenerTerm(node_id, row.started_ms, LISTENER_EXPIRY_MS)
+        pid, epoch = kafka.init_producer_id("copier", 60_000, -1, -1)
+        offsets = {("input", 0): OffsetAndMetadata(5)}
+        assert kafka.txn_offset_commit("copier", pid, epoch, "copiers", offsets, term) == {}
+        new_term = ListenerTerm(node_id, row.started_ms + 1, LISTENER_EXPIRY_MS)  # began after the check
+        with pytest.raises(NotCoordinatorError):
+            kafka.txn_offset_commit("copier", pid, epoch, "copiers", {("input", 0): OffsetAndMetadata(9)}, new_term)
+        taken_down = ListenerTerm(node_id, row.started_ms, -60_000)  # its heartbeat too old by then
+        with pytest.raises(NotCoordinatorError):
+            kafka.txn_offset_commit("copier", pid, epoch, "copiers", {("input", 0): OffsetAndMetadata(9)}, taken_down)
+        kafka.end_txn("copier", pid, epoch, True)
+        assert kafka.committed("copiers", [("input", 0)])[("input", 0)].offset == 5
+    finally:
+        broker.close()

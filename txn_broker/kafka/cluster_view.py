@@ -49,6 +49,7 @@ class ClusterView:
         # the moment it stands for by the database's clock
         bounds = [VIEW_TTL_MS] + [LISTENER_EXPIRY_MS - r.age_ms for r in live]
         self.valid_until = read_at + min(bounds) / 1000
+        self._started = {r.node.node_id: r.started_ms for r in live}
         self._settles = {r.node.node_id: read_at + (SETTLE_MS - r.term_ms) / 1000
                          for r in live if r.term_ms < SETTLE_MS}
 
@@ -64,6 +65,10 @@ class ClusterView:
         if any(abs(now - at) < GUARD_MS / 1000 for at in self._settles.values()):
             return None
         return [n for n in self.live if self._settles.get(n.node_id, now) <= now]
+
+    def started_ms(self, node_id: int) -> int | None:
+        """When a live listener's term began (the term's identity), None if it is not live."""
+        return self._started.get(node_id)
 
     def coordinator(self, group_id: str, now: float) -> Node | None:
         """The listener coordinating ``group_id`` at ``now`` (None: none may be named)."""

@@ -38,7 +38,7 @@ from .apis.produce import produce
 from .apis.sasl import SASL_KEYS
 from .apis.transactions import PRODUCER_FENCED_SINCE
 from .authorizer import Authorizer
-from .backend import AclStore, KafkaBackend, ListenerRow, Node, PreparedProduce
+from .backend import AclStore, KafkaBackend, ListenerRow, ListenerTerm, Node, PreparedProduce
 from .cluster_view import LISTENER_EXPIRY_MS, SETTLE_MS, ClusterView
 from .errors import error_code
 from .fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
@@ -211,6 +211,13 @@ class KafkaServer:
         """The listener named leader of a partition: round robin from a topic's hash."""
         nodes = self.live()
         return nodes[(zlib.crc32(topic.encode("utf-8")) + partition) % len(nodes)].node_id
+
+    def coordinator_term(self, group_id: str) -> ListenerTerm | None:
+        """This listener's term if it may act as the group's coordinator now, else None."""
+        if self.not_coordinator(group_id):
+            return None
+        started_ms = self.view.started_ms(self.node_id)
+        return None if started_ms is None else ListenerTerm(self.node_id, started_ms, LISTENER_EXPIRY_MS)
 
     def not_coordinator(self, group_id: str) -> bool:
         """Whether this listener may not act as the group's coordinator now."""
