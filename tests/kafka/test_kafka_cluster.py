@@ -8,10 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import struct
 
 import pytest
-from _kafka_listener import Listener, wait_for
+from _kafka_listener import Listener, coordinator_of, find_coordinator_frame, read_find_coordinator, wait_for
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
@@ -46,34 +45,6 @@ def test_two_listeners_are_one_cluster(kafka, backend, tmp_path):
     finally:
         second.stop()
     wait_for(lambda: brokers(kafka.bootstrap) == {kafka.port}, timeout=30, what="the stopped listener leaving")
-
-
-def find_coordinator_frame(group: str, correlation_id: int = 7) -> bytes:
-    """FindCoordinator v0 for a group, framed: (api key, version, correlation id, client id), key."""
-    client, key = b"test", group.encode()
-    body = struct.pack(">hhih", 10, 0, correlation_id, len(client)) + client + struct.pack(">h", len(key)) + key
-    return struct.pack(">i", len(body)) + body
-
-
-def read_find_coordinator(sock: socket.socket) -> tuple[int, int]:
-    """A FindCoordinator v0 answer's error code and port."""
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
-    body = exactly(struct.unpack(">i", exactly(4))[0])
-    error, _node, host_len = struct.unpack(">hih", body[4:12])
-    (port,) = struct.unpack(">i", body[12 + host_len:16 + host_len])
-    return error, port
-
-
-def coordinator_of(listener: Listener, group: str) -> tuple[int, int]:
-    with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
-        sock.sendall(find_coordinator_frame(group))
-        return read_find_coordinator(sock)
 
 
 def test_a_listener_resumed_after_its_expiry_coordinates_nothing_until_its_new_term_settles(backend, tmp_path):
