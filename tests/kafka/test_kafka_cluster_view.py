@@ -6,7 +6,9 @@ stop with the view it had before."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
@@ -140,3 +142,26 @@ def test_txn_offsets_checked_in_a_term_that_no_longer_holds_are_not_staged(backe
         assert kafka.committed("copiers", [("input", 0)])[("input", 0)].offset == 5
     finally:
         broker.close()
+
+
+def test_listeners_registering_at_once_get_distinct_node_ids(backend):
+    """Listeners started together pick the next node id at once; on PostgreSQL all but one
+    of them hit the primary key, and each tries again (one failed to start)."""
+    brokers = [backend.connect() for _ in range(6)]
+    try:
+        start = threading.Barrier(len(brokers))
+
+        def register(i: int) -> int:
+            kafka = KafkaBackend(brokers[i])
+            start.wait()
+            return kafka.register_listener("127.0.0.1", 9100 + i, LISTENER_EXPIRY_MS, SETTLE_MS)
+
+        with ThreadPoolExecutor(len(brokers)) as pool:
+            ids = list(pool.map(register, range(len(brokers))))
+        assert sorted(ids) == list(range(len(brokers)))
+        # the first to register was alone: its term settled at once; the others wait theirs
+        rows = KafkaBackend(brokers[0]).live_listeners(LISTENER_EXPIRY_MS)
+        assert sum(r.term_ms >= SETTLE_MS for r in rows) == 1
+    finally:
+        for broker in brokers:
+            broker.close()

@@ -11,6 +11,7 @@ once or aborted)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -219,7 +220,8 @@ def test_listeners_killed_and_stopped_under_transactional_copiers(backend, tmp_p
         print(f"{PARTITIONS * end} records, {aborted} transactions aborted")
     finally:
         if stopped is not None:
-            os.killpg(stopped.proc.pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(stopped.proc.pid, signal.SIGCONT)
         if reader is not None:
             reader.close()
         if feeder is not None:

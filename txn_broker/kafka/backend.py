@@ -23,6 +23,7 @@ import datetime
 import decimal
 import json
 import logging
+import random
 import threading
 import time
 import uuid
@@ -35,10 +36,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from sqlalchemy import exc as sa_exc
 
 from ..broker import Broker
 from ..consumer import commit_offsets
 from ..errors import (
+    DatabaseUnavailableError,
     InvalidPartitionsError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
@@ -188,16 +191,19 @@ class KafkaBackend:
         """This listener's node id (the same for the same address across restarts); its term
         begins (see cluster_view.py: a listener taken as down after ``expiry_ms``, a term
         settled after ``settle_ms``)."""
-        last: TxnBrokerError | None = None
-        for _attempt in range(5):  # two listeners starting at once may pick the same next id
+        last: Exception | None = None
+        for _attempt in range(10):
             try:
                 return int(self.broker._db.run(lambda tx: tx.scalar(
                     "register_kafka_listener", host=host, port=port, expiry_ms=expiry_ms, settle_ms=settle_ms)))
-            except TxnBrokerError as error:
+            except (TxnBrokerError, sa_exc.IntegrityError) as error:
+                # listeners starting at once may pick the same next id (an IntegrityError on
+                # PostgreSQL): each tries again after its own short while
                 last = error
-                time.sleep(0.05)
-        assert last is not None
-        raise last
+                time.sleep(random.uniform(0.02, 0.2))
+        if isinstance(last, TxnBrokerError):
+            raise last
+        raise DatabaseUnavailableError(f"could not register the listener {host}:{port}: {last}")
 
     def listener_heartbeat(self, node_id: int, expiry_ms: int, settle_ms: int) -> None:
         """This listener is up (one taken as down begins a new term, as in register_listener)."""

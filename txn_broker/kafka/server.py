@@ -130,6 +130,9 @@ class KafkaServer:
         self.api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
                          for k, (lo, hi) in sorted(self.supported.items())]
         self._pool = ThreadPoolExecutor(threads, "txn-broker-kafka")
+        # the heartbeat and its read of the cluster have a thread of their own: queued behind
+        # slow requests, they would let this listener's view of the cluster run out
+        self._cluster_pool = ThreadPoolExecutor(1, "txn-broker-kafka-cluster")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         #: the listener's Prometheus metrics (serve --metrics-listen), None: none kept
@@ -175,13 +178,15 @@ class KafkaServer:
         with contextlib.suppress(TxnBrokerError):
             await self.call(self.backend.unregister_listener, self.node_id)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._cluster_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _beat(self) -> None:
         """Heartbeat this listener and learn which others are up."""
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             try:
-                await self.call(self.backend.listener_heartbeat, self.node_id, LISTENER_EXPIRY_MS, SETTLE_MS)
+                await asyncio.get_running_loop().run_in_executor(
+                    self._cluster_pool, self.backend.listener_heartbeat, self.node_id, LISTENER_EXPIRY_MS, SETTLE_MS)
                 await self._read_nodes()
                 await self.refresh_acls()  # changes made through another listener or the CLI
             except TxnBrokerError as error:
@@ -190,7 +195,9 @@ class KafkaServer:
     async def _read_nodes(self) -> None:
         """Read the cluster's listeners (raises the database's error)."""
         read_at = time.monotonic()
-        self._learn_nodes(await self.call(self.backend.live_listeners, LISTENER_LISTED_MS), read_at)
+        found = await asyncio.get_running_loop().run_in_executor(
+            self._cluster_pool, self.backend.live_listeners, LISTENER_LISTED_MS)
+        self._learn_nodes(found, read_at)
 
     def _learn_nodes(self, found: list[ListenerRow], read_at: float) -> None:
         if read_at >= self.view.read_at:  # an older read finishing late is not taken
