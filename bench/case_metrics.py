@@ -4,24 +4,35 @@
 The broker holds 10 topics of a tenth of the partitions each, created through the API,
 with a generated history of 5,000 transactions and segments per topic (bench/scale.sql,
 as case 6 fills it); 1,000 groups, each with offsets committed on 10 partitions halfway
-through their logs (so every one lags); and 100 open transactions. Timed per repetition:
-reading the figures (the exporter's few set-based queries, in one snapshot), and the
-whole scrape (the same read and the rendering of every sample, as ``/metrics`` answers
-it: prometheus_client's generate_latest). The number of statements a scrape runs is counted too: it does
-not grow with partitions or groups (tests/observability/test_metrics_scale.py checks that
-on a small broker)."""
+through their logs (so every one lags); and 100 open transactions.
+
+Timed, as separate rows:
+
+* the scrape answer of a served exporter as it runs by default (refreshing in the
+  background, txn_broker/metrics/refresh.py): a GET of ``/metrics`` over HTTP, gzipped as
+  Prometheus asks, while the refresh thread runs back to back (a 1 s interval, shorter than
+  a refresh takes on a loaded machine), so scrapes meet refreshes in progress: the target;
+* one refresh: reading the figures, rendering them with prometheus_client's
+  ``generate_latest`` and gzipping them, what the background thread spends each interval;
+* reading the figures alone (the exporter's few set-based queries, in one snapshot);
+* a scrape with ``--refresh-interval 0``: the read and the rendering at scrape time (no
+  gzip), for comparison.
+
+The number of statements a read runs is counted too: it does not grow with partitions or
+groups (tests/observability/test_metrics_scale.py checks that on a small broker)."""
 
 from __future__ import annotations
 
 import statistics
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
-from txn_broker.metrics import broker_registry
+from txn_broker.metrics import RefreshingExporter, broker_registry, start_refreshed_server
 
 from .case_scale import generate
 from .harness import CaseResult, Target, latency_figure
@@ -34,6 +45,12 @@ SEGMENTS = 5_000  # per topic, one transaction each
 OFFSETS_PER_GROUP = 10
 OPEN = 100
 TARGET = Target("<=", 1000.0)  # ms
+#: the refresh thread's interval while scrapes are timed: shorter than a refresh, so the
+#: thread is nearly always rendering (the worst case for a scrape, which shares the GIL)
+BUSY_REFRESH_S = 1.0
+#: Prometheus' own scrape headers
+SCRAPE_HEADERS = {"Accept-Encoding": "gzip",
+                  "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"}
 
 
 def _fill(broker: Any, per_topic: int, groups: int) -> None:
@@ -80,16 +97,27 @@ def _fill(broker: Any, per_topic: int, groups: int) -> None:
 
 
 def _statements(broker: Any, call: Callable[[], Any]) -> int:
-    """The statements ``call`` runs on the broker's database."""
+    """The statements ``call`` runs on the broker's database: through SQLAlchemy, and the
+    named queries run on the driver's own cursor (``Tx._native``, unseen by its events)."""
+    from txn_broker.database import Tx
+
     count = [0]
 
     def seen(*_: Any) -> None:
         count[0] += 1
 
+    native = Tx._native
+
+    def seen_native(tx: Any, query: str, params: Any) -> Any:
+        count[0] += 1
+        return native(tx, query, params)
+
     sa.event.listen(broker._db.engine, "before_cursor_execute", seen)
+    Tx._native = seen_native  # type: ignore[method-assign,assignment]
     try:
         call()
     finally:
+        Tx._native = native  # type: ignore[method-assign]
         sa.event.remove(broker._db.engine, "before_cursor_execute", seen)
     return count[0]
 
@@ -107,17 +135,27 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
                                f"{len({g.group for g in figures.groups})} groups, not {partitions} and {groups}")
         if figures.hanging_transactions != OPEN or sum(g.lag > 0 for g in figures.groups) < groups:
             raise RuntimeError("the figures miss the open transactions or the groups' lag")
-        registry = broker_registry(broker)
+        registry = broker_registry(broker)  # --refresh-interval 0: read and render at each scrape
         statements = _statements(broker, lambda: generate_latest(registry))
-        reads, scrapes, size = [], [], 0
+        reads, direct, size = [], [], 0
         for rep in range(sizes.reps * 2):
             started = time.perf_counter()
             broker.metrics_figures()
             reads.append(time.perf_counter() - started)
             started = time.perf_counter()
             size = len(generate_latest(registry))
-            scrapes.append(time.perf_counter() - started)
-            progress(f"rep {rep + 1}/{sizes.reps * 2}: figures {reads[-1]:.3f}s, whole scrape {scrapes[-1]:.3f}s")
+            direct.append(time.perf_counter() - started)
+            progress(f"rep {rep + 1}/{sizes.reps * 2}: figures {reads[-1]:.3f}s, "
+                     f"scrape with --refresh-interval 0 {direct[-1]:.3f}s")
+        exporter = RefreshingExporter(broker.metrics_figures, BUSY_REFRESH_S, CollectorRegistry(auto_describe=False))
+        refreshes = []
+        for rep in range(sizes.reps * 2):
+            started = time.perf_counter()
+            if not exporter.refresh():
+                raise RuntimeError("a refresh failed (see the log)")
+            refreshes.append(time.perf_counter() - started)
+            progress(f"refresh {rep + 1}/{sizes.reps * 2}: {refreshes[-1]:.3f}s")
+        answers, gzipped = _scrapes(exporter, sizes.reps * 10, progress)
         plans = {}
         if broker._db.dialect == "postgresql":
             with broker._db.engine.connect() as conn:
@@ -133,14 +171,41 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
     result = CaseResult(12, TITLE, backend.name, sizes=(
         f"{partitions:,} partitions in {TOPICS} topics, {TOPICS * SEGMENTS:,} generated transactions and segments, "
         f"{groups:,} groups with offsets on {OFFSETS_PER_GROUP} partitions each, {OPEN} open transactions; "
-        f"{sizes.reps * 2} scrapes"))
-    result.add(latency_figure("whole scrape (read + render /metrics), p50", scrapes, 50, TARGET,
-                              samples_bytes=size, statements=statements))
+        f"{sizes.reps * 10} scrapes answered; {sizes.reps * 2} refreshes, reads and scrapes with --refresh-interval 0"))
+    result.add(latency_figure("scrape answer (refreshing exporter, HTTP, gzip), p50", answers, 50, TARGET,
+                              samples_bytes=size, gzipped_bytes=gzipped, statements=statements))
+    result.add(latency_figure("refresh (read + render + gzip, in the background), p50", refreshes, 50))
     result.add(latency_figure("figures read (the set-based queries), p50", reads, 50))
-    result.series = {"scrape_s": scrapes, "read_s": reads}
+    result.add(latency_figure("scrape with --refresh-interval 0 (read + render), p50", direct, 50))
+    result.series = {"answer_s": answers, "refresh_s": refreshes, "read_s": reads, "direct_scrape_s": direct}
     result.plans = plans
+    spread = ", ".join(f"{name.removesuffix('_s')} {min(v):.3f}-{max(v):.3f}" for name, v in result.series.items())
     result.notes.append(
-        f"A scrape runs {statements} statements whatever the number of partitions and groups; its text is "
-        f"{size // 1024:,} KiB. Median seconds: read {statistics.median(reads):.3f}, whole scrape "
-        f"{statistics.median(scrapes):.3f}.")
+        f"A read runs {statements} statements whatever the number of partitions and groups; the text is "
+        f"{size // 1024:,} KiB, {gzipped // 1024:,} KiB gzipped. Median seconds: scrape answer "
+        f"{statistics.median(answers):.4f} (max {max(answers):.3f}, scrapes meeting a refresh in progress), "
+        f"refresh {statistics.median(refreshes):.3f}, read {statistics.median(reads):.3f}, scrape with "
+        f"--refresh-interval 0 {statistics.median(direct):.3f}. Spreads (min-max, seconds): {spread}.")
     return result
+
+
+def _scrapes(exporter: RefreshingExporter, count: int, progress: Callable[[str], None]) -> tuple[list[float], int]:
+    """``count`` scrapes of a served exporter whose thread refreshes back to back: their
+    answer times (seconds, body read) and the gzipped size."""
+    server, _thread = start_refreshed_server(exporter, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.server_port}/metrics"
+    answers, size = [], 0
+    try:
+        for n in range(count):
+            started = time.perf_counter()
+            with urllib.request.urlopen(urllib.request.Request(url, headers=SCRAPE_HEADERS), timeout=60) as answer:
+                size = len(answer.read())
+            answers.append(time.perf_counter() - started)
+            if n % 10 == 9:
+                progress(f"scrape {n + 1}/{count}: {answers[-1] * 1000:.1f} ms ({exporter.refreshes} refreshes)")
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+        server.shutdown()
+        server.server_close()
+    return answers, size

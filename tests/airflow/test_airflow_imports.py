@@ -67,7 +67,9 @@ def test_unknown_name_is_an_attribute_error() -> None:
         from txn_broker_airflow import NoSuchOperator  # noqa: F401
 
 
-def test_ingest_docstring_says_what_happens_to_extra_columns() -> None:
+def test_ingest_docstring_says_what_happens_to_extra_columns(airflow_env) -> None:
+    # airflow_env: Airflow reads its configuration once per process, at its first import; it
+    # must be the suite's site, or a later in-process Airflow test meets another database
     """Finding 3: the docstring said extra columns "are dropped"; the task fails instead
     (tests/unit/test_record_files.py checks the behaviour), as docs/airflow.md says."""
     from txn_broker_airflow import ProduceToTopicOperator
@@ -77,7 +79,7 @@ def test_ingest_docstring_says_what_happens_to_extra_columns() -> None:
     assert "a column the topic does not have fails the task before anything is written" in doc
 
 
-def test_topics_must_be_topic_specs() -> None:
+def test_topics_must_be_topic_specs(airflow_env) -> None:
     """``topics=`` (finding 2) takes TopicSpec values, checked where the DAG is parsed."""
     import pyarrow as pa
     from txn_broker_airflow import ProduceToTopicOperator, TopicSpec, TransactionalSparkOperator

@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import time
+import urllib.request
 
 import pyarrow as pa
 from _cli import run
@@ -49,6 +50,59 @@ def scrape(backend, *, subprocess: bool = False) -> tuple[str, dict[str, dict[tu
         for s in family.samples:
             samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
     return text, samples
+
+
+#: figures that follow the clock, and the exporter's own
+TIMED = ("txn_broker_oldest_open_transaction_seconds", "txn_broker_consumer_group_lag_seconds",
+         "txn_broker_gc_oldest_queued_object_seconds")
+
+
+def figures_only(samples):
+    return {name: v for name, v in samples.items()
+            if name not in TIMED and not name.startswith(("txn_broker_scrape_", "txn_broker_exporter_"))}
+
+
+def served_figures(broker):
+    """The figures a refreshing exporter (``--refresh-interval``) answers over HTTP."""
+    from prometheus_client import CollectorRegistry
+
+    from txn_broker.metrics import RefreshingExporter, start_refreshed_server
+
+    exporter = RefreshingExporter(broker.metrics_figures, 3600, CollectorRegistry(auto_describe=False))
+    server, _thread = start_refreshed_server(exporter, "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            text = answer.read().decode()
+    finally:
+        exporter.stop()
+        server.shutdown()
+        server.server_close()
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return figures_only(samples)
+
+
+def test_the_refresh_interval_is_checked():
+    """A usage error, before anything connects; its default is the exporter's."""
+    from txn_broker.cli import metrics as cli_metrics
+    from txn_broker.cli.main import main
+    from txn_broker.metrics import DEFAULT_REFRESH_INTERVAL_S
+
+    assert cli_metrics.DEFAULT_REFRESH_INTERVAL_S == DEFAULT_REFRESH_INTERVAL_S
+
+    for bad in ("-1", "soon", "100000"):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                main(["metrics", "--listen", "127.0.0.1:0", "--refresh-interval", bad])
+            except SystemExit as exit_:
+                assert exit_.code == 2
+            else:
+                raise AssertionError(f"--refresh-interval {bad} was accepted")
+        assert "--refresh-interval" in err.getvalue(), err.getvalue()
 
 
 def value(samples, name: str, **labels: object) -> float:
@@ -92,6 +146,8 @@ def test_exporter_figures_equal_the_describe_commands(backend):
     before_ms = broker.now_ms()
     text, samples = scrape(backend, subprocess=True)
     after_ms = broker.now_ms()
+    # a served exporter refreshing in the background serves the same figures
+    assert served_figures(broker) == figures_only(samples)
 
     for topic in ("orders", "events"):
         described = run_json(backend, "topics", "describe", topic)

@@ -5,6 +5,7 @@ counted while confluent-kafka creates a topic, produces and fails to authenticat
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 
 import pytest
@@ -28,7 +29,8 @@ def test_listener_metrics(backend, tmp_path):
     users = tmp_path / "users"
     users.write_text("alice:alice-secret\n")
     listener = Listener(backend.env, tmp_path / "serve.log", "--sasl-users", str(users),
-                        "--metrics-listen", "127.0.0.1:0", "--allow-everyone-if-no-acl-found")
+                        "--metrics-listen", "127.0.0.1:0", "--refresh-interval", "0.5",
+                        "--allow-everyone-if-no-acl-found")
     try:
         assert listener.proc.stdout is not None
         match = re.search(r"serving metrics at (http://\S+)", listener.proc.stdout.readline().decode())
@@ -53,8 +55,13 @@ def test_listener_metrics(backend, tmp_path):
         assert samples[("txn_broker_kafka_authentication_failures_total", ())] >= 1
         assert samples[("txn_broker_kafka_request_errors_total", (("api", "SaslAuthenticate"),))] >= 1
         assert samples[("txn_broker_kafka_connections", ())] >= 1  # the producer's, still open
-        # the broker's figures are served alongside
-        assert samples[("txn_broker_partition_high_watermark", (("partition", "0"), ("topic", "metered")))] == 3
+        # the broker's figures are served alongside, from the refresh every 0.5 s
+        assert samples[("txn_broker_exporter_refresh_interval_seconds", ())] == 0.5
+        deadline = time.monotonic() + 30
+        while samples.get(("txn_broker_partition_high_watermark", (("partition", "0"), ("topic", "metered")))) != 3:
+            assert time.monotonic() < deadline, "the refresh never showed the produced records"
+            time.sleep(0.2)
+            samples = scrape(url)
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
         assert "alice-secret" not in text and "wrong" not in text

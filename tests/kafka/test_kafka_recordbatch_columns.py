@@ -5,6 +5,7 @@ records decoded, and the same verdict on damaged payloads. The record-at-a-time 
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import crc32c
@@ -106,6 +107,27 @@ def test_batches_without_headers_take_the_columnar_reader(records):
     columns = recordbatch._decode_columns(data, 61, len(data), len(records), records[0].timestamp_ms)
     assert columns is not None
     assert columns.to_records() == records
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record_lists(headers=False), st.integers(1, 5), st.integers(1, 4))
+def test_columns_as_a_fetch_takes_them_from_a_segment_encode_the_same(records, before, chunks):
+    """A Fetch hands the encoder a segment's columns as they are: a slice of a larger array
+    (not copied to offset 0), or chunks when a table has several. The bytes are the same."""
+    expected = encode_batch(3, records)
+    columns = RecordColumns.from_records(records)
+    padding = [b"x" * i for i in range(before)]
+
+    def sliced(array):
+        return recordbatch.pa.array(padding + array.to_pylist(), recordbatch.pa.binary()).slice(before)
+
+    def chunked(array):
+        cuts = sorted({0, len(array), *(len(array) * i // chunks for i in range(1, chunks))})
+        return recordbatch.pa.chunked_array([array.slice(a, b - a) for a, b in itertools.pairwise(cuts)])
+
+    for taken in (sliced, chunked):
+        moved = RecordColumns(columns.offset_deltas, columns.timestamps, taken(columns.keys), taken(columns.values))
+        assert encode_columns(3, moved) == expected
 
 
 def test_control_batches_agree():

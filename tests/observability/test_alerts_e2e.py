@@ -1,6 +1,6 @@
 """The alerts fire for real: Debian's ``prometheus`` server on loopback scrapes
-``txn-broker metrics --listen`` with the repository's rules (their ``for:`` durations and
-ranges shortened in a test copy, so it takes seconds). A transaction left open past its
+``txn-broker metrics --listen --refresh-interval 1`` with the repository's rules (their
+``for:`` durations and ranges shortened in a test copy, so it takes seconds). A transaction left open past its
 timeout, with nothing sweeping it, fires TxnBrokerHangingTransaction and
 TxnBrokerLastStableOffsetStuck; aborting it resolves both."""
 
@@ -90,7 +90,8 @@ def test_hanging_transaction_and_stuck_lso_alerts_fire_and_resolve(tmp_path):
                                    "headers": pa.array([[]], pa.map_(pa.string(), pa.binary()))}), partition=1)
     stuck.flush()  # written, never committed: holds orders-1's last stable offset; no sweep runs
 
-    exporter = Process([sys.executable, "-m", "txn_broker.cli", "metrics", "--listen", "127.0.0.1:0"],
+    exporter = Process([sys.executable, "-m", "txn_broker.cli", "metrics", "--listen", "127.0.0.1:0",
+                        "--refresh-interval", "1"],
                        tmp_path / "exporter.log", env={**os.environ, **backend.env})
     server = None
     try:

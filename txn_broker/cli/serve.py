@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from .common import Context, UsageError, non_negative_int, positive_int
+from .metrics import add_refresh_interval
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
@@ -66,6 +67,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="also serve Prometheus metrics at http://HOST:PORT/metrics: the broker's figures "
                             "(as `txn-broker metrics`) and the listener's requests, errors, latency, "
                             "connections (docs/observability.md)")
+    add_refresh_interval(serve, "--metrics-listen")
     serve.set_defaults(handler=run_serve)
 
 
@@ -108,12 +110,15 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> int:
     broker = ctx.broker
     metrics, metrics_url = None, None
     if args.metrics_listen:
-        from ..metrics import ListenerMetrics, broker_registry
-        from .metrics import serve_registry
+        from prometheus_client import CollectorRegistry
 
-        registry = broker_registry(broker)
+        from ..metrics import ListenerMetrics
+        from .metrics import serve_exporter
+
+        registry = CollectorRegistry(auto_describe=False)
         metrics = ListenerMetrics(registry)
-        metrics_url = serve_registry(registry, "--metrics-listen", args.metrics_listen)
+        metrics_url = serve_exporter(broker, registry, "--metrics-listen", args.metrics_listen,
+                                     args.refresh_interval)
 
     def ready(server: Any) -> None:
         sys.stdout.write(f"listening on {server.host}:{server.port}"

@@ -73,7 +73,7 @@ log = logging.getLogger(__name__)
 
 #: bytes (about) per record batch of a fetch response: each batch costs a fixed amount of
 #: work to encode, and clients take batches of any size
-FETCH_BATCH_BYTES = 4 * 1024 * 1024
+FETCH_BATCH_BYTES = 16 * 1024 * 1024
 #: a record batch's header (61 bytes), and a record's framing beside its key, value and headers at
 #: most (length, attributes, timestamp and offset deltas, key and value lengths, header count):
 #: a Fetch keeps to its max_bytes with them
@@ -124,6 +124,17 @@ def _check_term(term: ListenerTerm, tx: Any) -> None:
 class TopicInfo:
     name: str
     partitions: int
+    #: Kafka's topic id (Metadata v10+, CreateTopics v7): a topic deleted and created again
+    #: under its name has another, so a client sees a new topic (librdkafka then drops the
+    #: partitions the old one had beyond the new count)
+    topic_id: uuid.UUID = uuid.UUID(int=0)
+
+
+def kafka_topic_id(topic_id: int, created_ms: int) -> uuid.UUID:
+    """A topic's Kafka id, from its id in the metadata database (never reused) and its
+    creation time (so a new database's topics differ too): never zero (created_ms > 0), the same on every
+    listener."""
+    return uuid.UUID(int=(topic_id & (2**64 - 1)) << 64 | (created_ms & (2**64 - 1)))
 
 
 @dataclass(frozen=True)
@@ -224,7 +235,7 @@ class KafkaBackend:
 
     def topic(self, name: str) -> TopicInfo:
         meta = self.broker._topics.get(name, refresh=True)
-        return TopicInfo(meta.name, meta.partition_count)
+        return TopicInfo(meta.name, meta.partition_count, kafka_topic_id(meta.topic_id, meta.created_ms))
 
     def list_topics(self) -> list[TopicInfo]:
         out = []
@@ -286,7 +297,8 @@ class KafkaBackend:
             validate_config(config, self.broker.settings)
             return TopicInfo(name, partitions)
         description = self.broker.create_topic(name, partitions, None, config)
-        return TopicInfo(description.name, len(description.partitions))
+        return TopicInfo(description.name, len(description.partitions),
+                         kafka_topic_id(description.topic_id, description.created_ms))
 
     def delete_topic(self, name: str) -> None:
         self.broker.delete_topic(name)
@@ -553,8 +565,8 @@ class KafkaBackend:
             listed = None
             if headers.null_count < len(headers) and any(_entries(c) for c in headers.chunks):
                 listed = [tuple(h or ()) for h in headers.to_pylist()]
-            return RecordColumns(deltas, stamps, table.column("key").combine_chunks(),
-                                 table.column("value").combine_chunks(), listed)
+            return RecordColumns(deltas, stamps, _one_array(table.column("key")),
+                                 _one_array(table.column("value")), listed)
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         for row in table.drop_columns(["_timestamp"]).to_pylist():
@@ -736,6 +748,12 @@ class KafkaBackend:
                 if o.get("group_id") == group_id and key in wanted:
                     pending.add(key)
         return pending
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it is (a slice of the segment's own
+    buffers), else its chunks combined (a copy)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _entries(chunk: pa.Array) -> int:

@@ -12,11 +12,18 @@ than there are bytes.
 The walk is stricter than kio where being lenient could make it lose its place (a varint of
 more than its five bytes, a nullable struct's marker other than -1 or 1, a tagged field
 whose value does not fill its announced size exactly); such frames are malformed anyway.
+
+It is more lenient than kio in one way the protocol asks for: a tagged field whose tag the
+schema does not know is skipped (KIP-482 lets a client add tagged fields to a version a
+broker already speaks; Kafka's brokers skip them), where kio refuses the whole request.
+:func:`check_request` returns the frame without such fields, with the counts and sizes that
+enclose them rewritten, for kio to decode.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -51,14 +58,64 @@ MAX_VARINT_BYTES = 5
 Step = Callable[[memoryview, int, int], int]
 
 
-def check_request(header_cls: type[Any], body_cls: type[Any], frame: bytes | memoryview) -> None:
+def check_request(header_cls: type[Any], body_cls: type[Any], frame: bytes | memoryview) -> bytes | memoryview:
     """Raise LengthError unless every length in ``frame`` (a request header of
     ``header_cls`` then a body of ``body_cls``) fits in the bytes that follow it. Bytes after
-    the body are allowed, as :func:`txn_broker.kafka.codec.decode_request` allows them."""
+    the body are allowed, as :func:`txn_broker.kafka.codec.decode_request` allows them.
+
+    Returns ``frame`` itself, or, when it holds tagged fields the schema does not know, a
+    copy without them."""
     view = memoryview(frame).cast("B") if not isinstance(frame, memoryview) or frame.format != "B" else frame
     end = len(view)
-    pos = _entity_step(header_cls)(view, 0, end)
-    _entity_step(body_cls)(view, pos, end)
+    _walk.unknown = unknown = _UnknownTags()
+    try:
+        pos = _entity_step(header_cls)(view, 0, end)
+        _entity_step(body_cls)(view, pos, end)
+    finally:
+        _walk.unknown = None
+    return unknown.strip(view) if unknown.edits else frame
+
+
+# -- skipping tagged fields the schema does not know ------------------------------------------
+
+
+class _UnknownTags:
+    """What a walk found to strip: byte ranges to replace (an unknown tagged field by
+    nothing, its section's count by the smaller count), and the known tagged fields whose
+    announced size must shrink by what is stripped inside them."""
+
+    def __init__(self) -> None:
+        self.edits: list[tuple[int, int, bytes]] = []
+        #: (size start, size end, value start, value end) of each known tagged field read
+        self.sized: list[tuple[int, int, int, int]] = []
+
+    def strip(self, view: memoryview) -> bytes:
+        edits = list(self.edits)
+        # innermost first, so that an enclosing field's new size counts the inner ones'
+        for size_start, size_end, start, end in sorted(self.sized, key=lambda s: s[3] - s[2]):
+            change = sum(len(new) - (b - a) for a, b, new in edits if start <= a and b <= end)
+            if change:
+                edits.append((size_start, size_end, _encode_uvarint(end - start + change)))
+        out, pos = bytearray(), 0
+        for a, b, new in sorted(edits):
+            out += view[pos:a]
+            out += new
+            pos = b
+        out += view[pos:]
+        return bytes(out)
+
+
+#: the walk in progress on this thread (listener worker threads decode concurrently)
+_walk = threading.local()
+
+
+def _encode_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 # -- reading the lengths themselves ---------------------------------------------------------
@@ -199,16 +256,30 @@ def _entity_step(entity_cls: type[Any]) -> Step:
             pos = field_step(view, pos, end)
         if not flexible:
             return pos
+        count_at = pos
         count, pos = _uvarint(view, pos, end)
+        count_end = pos
         _need(pos, count, end, f"{count} tagged fields")
+        skipped = 0
+        unknown: _UnknownTags | None = getattr(_walk, "unknown", None)
         for _ in range(count):
+            field_at = pos
             tag, pos = _uvarint(view, pos, end)
+            size_at = pos
             size, pos = _uvarint(view, pos, end)
             after = _need(pos, size, end, f"tagged field {tag}")
             known = tags.get(tag)
-            if known is not None and known(view, pos, after) != after:
-                raise LengthError(f"tagged field {tag} does not fill its {size} bytes")
+            if known is not None:
+                if known(view, pos, after) != after:
+                    raise LengthError(f"tagged field {tag} does not fill its {size} bytes")
+                if unknown is not None:
+                    unknown.sized.append((size_at, pos, pos, after))
+            elif unknown is not None:
+                unknown.edits.append((field_at, after, b""))
+                skipped += 1
             pos = after
+        if skipped and unknown is not None:
+            unknown.edits.append((count_at, count_end, _encode_uvarint(count - skipped)))
         return pos
     _steps[entity_cls] = step
     return step

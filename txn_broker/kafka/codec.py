@@ -88,7 +88,7 @@ def decode_request(frame: Frame, supported: dict[int, tuple[int, int]]) -> tuple
     try:
         # no length kio reads may exceed the frame: its native decoder allocates what a
         # length announces, and aborts the process when it cannot (docs/kafka-protocol.md)
-        check_request(header_cls, cls, frame)
+        frame = check_request(header_cls, cls, frame)
     except LengthError as error:
         raise FrameError(f"malformed request (api key {head.api_key} v{head.api_version}): {error}") from None
     try:

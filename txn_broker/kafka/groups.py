@@ -88,7 +88,11 @@ class GroupCoordinator:
                 await task
 
     def check_member(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
-        """OffsetCommit's check: a commit with a generation must come from a member of it."""
+        """OffsetCommit's check, as Kafka's coordinator makes it: a commit with a generation
+        must come from a member of it. While the group prepares a rebalance its members still
+        commit under the current generation (KIP-429: a cooperative member commits the
+        partitions it gives up, and keeps the others, while the others rejoin); between the
+        JoinGroup answers and the leader's SyncGroup, REBALANCE_IN_PROGRESS."""
         if generation < 0:
             return ErrorCode.none
         group = self.groups.get(group_id)
@@ -96,7 +100,7 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id
         if generation != group.generation:
             return ErrorCode.illegal_generation
-        if group.state == "PreparingRebalance":
+        if group.state == "CompletingRebalance":
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 

@@ -523,14 +523,17 @@ def encode_columns_parts(base_offset: int, columns: RecordColumns, *, compressio
                                                         pa.py_buffer(bytes(n))])
     else:
         suffix = pa.array([_encode_headers(h) for h in columns.headers], pa.binary())
-    ts_part, off_part, key_part = _varints(stamps - base_ts), _varints(deltas), _varints(key_lengths)
-    value_part = _varints(value_lengths)
-    body_lengths = (1 + ts_part[1] + off_part[1] + key_part[1] + np.maximum(key_lengths, 0) + value_part[1]
+    # the varints of the four fields at once (a call costs about as much for a few records
+    # as for thousands), split by field
+    matrix, sizes = _varints(np.concatenate([stamps - base_ts, deltas, key_lengths, value_lengths]))
+    ts_part, off_part, key_part, value_part = ((matrix[i * n:(i + 1) * n], sizes[i * n:(i + 1) * n])
+                                               for i in range(4))
+    body_lengths = (1 + sizes.reshape(4, n).sum(axis=0) + np.maximum(key_lengths, 0)
                     + np.maximum(value_lengths, 0) + _lengths(suffix))
     attr_part = (np.zeros((n, 1), dtype=np.uint8), np.ones(n, dtype=np.int64))
     head = _joined([_varints(body_lengths), attr_part, ts_part, off_part, key_part])
-    records = pc.binary_join_element_wise(head, keys.fill_null(b""), _joined([value_part]),
-                                          values.fill_null(b""), suffix, b"")
+    records = pc.binary_join_element_wise(head, _no_nulls(keys), _joined([value_part]), _no_nulls(values),
+                                          suffix, b"")
     offsets = np.frombuffer(records.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * records.offset)
     body = memoryview(records.buffers()[2])[int(offsets[0]):int(offsets[-1])]
     payload = body if compression == NONE else _compress(compression, bytes(body))
@@ -543,9 +546,14 @@ def encode_columns_parts(base_offset: int, columns: RecordColumns, *, compressio
 
 
 def _plain_binary(array: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    if isinstance(array, pa.ChunkedArray):  # one chunk taken as it is: combining copies it
+        array = array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
     return array.cast(pa.binary()) if array.type != pa.binary() else array
+
+
+def _no_nulls(array: pa.Array) -> pa.Array:
+    """Nulls as empty values (their length says -1); the array itself when it has none."""
+    return array.fill_null(b"") if array.null_count else array
 
 
 def _valid(array: pa.Array) -> np.ndarray:
@@ -569,19 +577,25 @@ def _encode_headers(headers: Headers) -> bytes:
     return bytes(out)
 
 
+#: the smallest zig-zag value of each varint length past one byte (2 bytes from 2**7, ...)
+_VARINT_STEPS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+
+
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The zig-zag varints of ``values`` (int64): a byte matrix, one row per value padded
     on the right, and the length of each."""
     values = values.astype(np.int64, copy=False)
     raw = ((values << np.int64(1)) ^ (values >> np.int64(63))).view(np.uint64)
-    sizes = np.ones(len(values), dtype=np.int64)
-    for k in range(1, 10):
-        sizes += raw >= np.uint64(1 << (7 * k))
+    sizes = np.searchsorted(_VARINT_STEPS, raw, side="right") + 1
     width = int(sizes.max(initial=1))
     matrix = np.empty((len(values), width), dtype=np.uint8)
+    if width == 1:  # one byte each (no continuation bit): the values themselves
+        matrix[:, 0] = raw
+        return matrix, sizes
+    more = sizes - 1  # byte k carries the continuation bit while k < more (bytes follow it)
     for k in range(width):
         group = ((raw >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        matrix[:, k] = np.where(k < sizes - 1, group | 0x80, group)
+        matrix[:, k] = group | ((more > k).view(np.uint8) << np.uint8(7))
     return matrix, sizes
 
 

@@ -15,7 +15,8 @@ class MetricSpec:
     labels: tuple[str, ...]
     help: str
     #: where it is served: "exporter" (txn-broker metrics, and serve --metrics-listen),
-    #: "listener" (serve --metrics-listen only), "planned" (not served yet)
+    #: "listener" (serve --metrics-listen only), "refresh" (an exporter refreshing in the
+    #: background, --refresh-interval above 0), "planned" (not served yet)
     source: str = "exporter"
 
 
@@ -62,9 +63,20 @@ BROKER_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("txn_broker_gc_oldest_queued_object_seconds", "gauge", (),
                "How long the oldest queued object deletion has waited (0 when none is queued)."),
     MetricSpec("txn_broker_scrape_success", "gauge", (),
-               "1 when the exporter read the figures above, 0 when the database could not be read."),
+               "1 when the exporter read the figures above, 0 when the database could not be read "
+               "(refreshing in the background: when its last refresh failed)."),
     MetricSpec("txn_broker_scrape_duration_seconds", "gauge", (),
                "How long reading the figures took."),
+    MetricSpec("txn_broker_exporter_refresh_interval_seconds", "gauge", (),
+               "Seconds between two refreshes of the figures (--refresh-interval).", source="refresh"),
+    MetricSpec("txn_broker_exporter_refresh_duration_seconds", "gauge", (),
+               "How long the last successful refresh took: reading the figures and rendering them.",
+               source="refresh"),
+    MetricSpec("txn_broker_exporter_last_refresh_timestamp_seconds", "gauge", (),
+               "Unix time the last successful refresh completed: the figures served were read just before it "
+               "(absent until a refresh succeeds).", source="refresh"),
+    MetricSpec("txn_broker_exporter_refresh_failures_total", "counter", (),
+               "Refreshes that failed (the figures of the last successful one stay served).", source="refresh"),
     MetricSpec("txn_broker_iceberg_publish_lag_seconds", "gauge", ("topic",),
                "Comes with Iceberg topics (iceberg.enabled): age of the oldest committed record not yet "
                "in the topic's Iceberg table.", source="planned"),

@@ -1,6 +1,8 @@
-"""The Prometheus exporter: a ``prometheus_client`` collector that reads the broker-wide
-figures (:mod:`.figures`) at every scrape, and the HTTP server that serves ``/metrics``
-(``txn-broker metrics --listen``, ``txn-broker serve --metrics-listen``).
+"""The Prometheus exporter: the metric families of the broker-wide figures
+(:mod:`.figures`), a ``prometheus_client`` collector that reads them at every scrape, and
+prometheus_client's HTTP server that serves it (``txn-broker metrics --listen`` and
+``txn-broker serve --metrics-listen`` with ``--refresh-interval 0``; by default they refresh
+in the background instead, :mod:`.refresh`).
 
 Label values are topic names, partition numbers, group ids and state names; the text
 format and its escaping are prometheus_client's. No label or help text carries a URL or a

@@ -20,6 +20,15 @@ class LabelRows:
     def __init__(self, names: Sequence[str], rows: Sequence[tuple[str, ...]]) -> None:
         self.names = list(names)
         self.rows = rows
+        self._dicts: list[dict[str, str]] | None = None
+
+    def dicts(self) -> list[dict[str, str]]:
+        """The rows as the label dicts of samples, built once and shared by every family of
+        these rows (prometheus_client's encoders only read them)."""
+        if self._dicts is None:
+            names = self.names
+            self._dicts = [dict(zip(names, row, strict=True)) for row in self.rows]
+        return self._dicts
 
 
 class BulkGauge(GaugeMetricFamily):
@@ -34,9 +43,9 @@ class BulkGauge(GaugeMetricFamily):
 
     @property  # type: ignore[override]
     def samples(self) -> list[Sample]:
-        names = self.label_rows.names
-        return [Sample(self.name, dict(zip(names, row, strict=True)), float(v), None, None)
-                for row, v in zip(self.label_rows.rows, self.values, strict=True)]
+        name = self.name
+        return [Sample(name, labels, float(v), None, None)
+                for labels, v in zip(self.label_rows.dicts(), self.values, strict=True)]
 
     @samples.setter
     def samples(self, _value: list[Sample]) -> None:  # Metric.__init__ sets [] first

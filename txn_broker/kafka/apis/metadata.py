@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, NOT_REQUESTED, Operation, ResourceType
 from ..backend import Node
+from ..codec import NULL_UUID
 from .base import Api, Listener, Payload, RequestContext, allows
 
 CLUSTER_ID = "txn-broker"
@@ -50,6 +51,7 @@ async def metadata(server: Listener, ctx: RequestContext, req: Any) -> Payload:
         ops = server.authorizer.authorized_operations(principal, ResourceType.TOPIC, name) \
             if with_topic_ops and info is not None else NOT_REQUESTED
         topics.append({"error_code": code, "name": name, "is_internal": False, "partitions": partitions,
+                       "topic_id": NULL_UUID if info is None else info.topic_id,
                        "topic_authorized_operations": ops})
     nodes = await server.refresh_nodes()
     cluster_ops = server.authorizer.authorized_operations(principal, ResourceType.CLUSTER, CLUSTER_NAME) \

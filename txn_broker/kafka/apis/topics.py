@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..codec import NULL_UUID
 from .base import Api, Listener, Payload, RequestContext, allows
 
 
@@ -14,7 +15,7 @@ async def create_topics(server: Listener, ctx: RequestContext, req: Any) -> Payl
     may_create_any = allows(server, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     results = []
     for t in req.topics:
-        out = {"name": t.name, "num_partitions": -1, "replication_factor": 1, "configs": []}
+        out = {"name": t.name, "num_partitions": -1, "replication_factor": 1, "configs": [], "topic_id": NULL_UUID}
         if not may_create_any and not allows(server, ctx, Operation.CREATE, ResourceType.TOPIC, t.name):
             results.append({**out, "error_code": ErrorCode.topic_authorization_failed, "error_message": None})
             continue
@@ -25,7 +26,8 @@ async def create_topics(server: Listener, ctx: RequestContext, req: Any) -> Payl
         info, code = await server.attempt(server.backend.create_topic, t.name, partitions, configs,
                                           bool(getattr(req, "validate_only", False)))
         results.append({**out, "error_code": code, "error_message": None if code == 0 else code.name,
-                        "num_partitions": info.partitions if info else -1})
+                        "num_partitions": info.partitions if info else -1,
+                        "topic_id": info.topic_id if info else NULL_UUID})
     return {"throttle_time": 0, "topics": results}
 
 
