@@ -4,7 +4,8 @@ transactional copiers in a consumer group (confluent-kafka processes, kafka_grou
 consume-transform-produce with send_offsets_to_transaction) and a read_committed consumer
 group work through the listeners. The listener coordinating the copiers' group is SIGKILLed;
 later the next coordinator is SIGSTOPped past the session timeout and the listener expiry,
-then resumed, and takes the group back once its new term settles. The clients move to the
+then resumed: its first answer names the listener that took its group over, and it takes
+the group back once its new term settles. The clients move to the
 live listeners, the group rebalances each time, and the output topic ends up exactly the
 input: every record once, in each partition's order (every transaction committed exactly
 once or aborted)."""
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from _kafka_listener import Listener, coordinator_of, wait_for
+from _kafka_listener import Listener, coordinator_of, find_coordinator_frame, read_find_coordinator, wait_for
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
 from txn_broker.kafka.cluster_view import GUARD_MS, SETTLE_MS
 
@@ -195,10 +198,17 @@ def test_listeners_killed_and_stopped_under_transactional_copiers(backend, tmp_p
         done = progress(done, "copying after a SIGKILL")
 
         stopped = by_port[port]
+        other = next(lst for lst in live if lst is not stopped)
         os.killpg(stopped.proc.pid, signal.SIGSTOP)
         time.sleep(STOPPED_S)
-        os.killpg(stopped.proc.pid, signal.SIGCONT)
-        stopped = None
+        with socket.create_connection(("127.0.0.1", stopped.port), timeout=10) as sock:
+            sock.sendall(find_coordinator_frame("copiers"))  # the first request it reads once resumed
+            os.killpg(stopped.proc.pid, signal.SIGCONT)
+            stopped = None
+            first_answer = read_find_coordinator(sock)
+        # it names the listener that took the group over (or none yet), not itself from the
+        # view it had before it stopped: two coordinators of one group would each rebalance it
+        assert first_answer in {(0, other.port), (ErrorCode.coordinator_not_available.value, -1)}, first_answer
         done = progress(done, "copying after a SIGSTOP")
         # the resumed listener takes the group back once its new term settled; copying goes on
         wait_for(lambda: coordinator_port(live, "copiers") == port, timeout=30,
