@@ -161,8 +161,14 @@ def describe_difference(got: list[bytes], want: list[bytes]) -> str:
 
 
 def test_listeners_killed_and_stopped_under_transactional_copiers(backend, tmp_path):
-    with ThreadPoolExecutor(3) as pool:  # started together
-        listeners = list(pool.map(lambda i: Listener(backend.env, tmp_path / f"serve-{i}.log"), range(3)))
+    with ThreadPoolExecutor(3) as pool:  # started together; those that started are stopped if one did not
+        starting = [pool.submit(Listener, backend.env, tmp_path / f"serve-{i}.log") for i in range(3)]
+    if any(f.exception() for f in starting):
+        for f in starting:
+            if f.exception() is None:
+                f.result().stop()
+        raise next(f.exception() for f in starting if f.exception())
+    listeners = [f.result() for f in starting]
     settled = time.monotonic() + (SETTLE_MS + GUARD_MS) / 1000 + 0.5  # every listener coordinates groups
     bootstraps = ",".join(lst.bootstrap for lst in listeners)
     copiers: list[subprocess.Popen] = []
