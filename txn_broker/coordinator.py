@@ -311,14 +311,18 @@ class Coordinator:
 
     def add_offsets(
         self, ident: ProducerIdentity, group_id: str, offsets: Sequence[tuple[int, int, int | OffsetAndMetadata]],
+        check: Callable[[Tx], None] | None = None,
     ) -> int:
         """AddOffsetsToTxn + TxnOffsetCommit: stage ``(topic_id, partition, offset)`` for
         ``group_id`` (an OffsetAndMetadata to keep a metadata string and leader epoch); they
-        become the group's offsets only if the transaction commits."""
+        become the group's offsets only if the transaction commits. ``check(tx)``, run first
+        in the same database transaction, may refuse the write by raising."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
+            if check is not None:
+                check(tx)
             row = self._check_fenced(self._lock(tx, tid), ident)
             txn_id = self._begin_if_idle(tx, row, "add offsets")
             for topic_id, partition, value in sorted(offsets, key=lambda o: (o[0], o[1])):
