@@ -632,21 +632,39 @@ SET first_offset = COALESCE(txn_partitions.first_offset, excluded.first_offset),
 WHERE txn_partitions.marker IS NULL;
 
 -- register_kafka_listener --
--- A Kafka-protocol listener starts: the node id of its address (kept across restarts), or the next one
+-- A Kafka-protocol listener starts: the node id of its address (kept across restarts), or the next one.
+-- started_ms begins its term: it coordinates groups from :settle_ms later (txn_broker/kafka/cluster_view.py),
+-- or at once (started_ms set back) when no other listener is up
 INSERT INTO kafka_listeners (node_id, host, port, heartbeat_ms, started_ms)
-SELECT COALESCE(MAX(node_id), -1) + 1, :host, :port, {now_ms}, {now_ms} FROM kafka_listeners WHERE 1 = 1
+SELECT COALESCE(MAX(node_id), -1) + 1, :host, :port, {now_ms},
+       CASE WHEN EXISTS (SELECT 1 FROM kafka_listeners o
+                         WHERE o.heartbeat_ms >= {now_ms} - :expiry_ms AND NOT (o.host = :host AND o.port = :port))
+            THEN {now_ms} ELSE {now_ms} - :settle_ms END
+FROM kafka_listeners WHERE 1 = 1
 ON CONFLICT (host, port) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms, started_ms = excluded.started_ms
 RETURNING node_id;
 
 -- kafka_listener_heartbeat --
--- A listener is still up
-UPDATE kafka_listeners SET heartbeat_ms = {now_ms} WHERE node_id = :node_id;
+-- A listener is still up. One that was taken as down (silent for :expiry_ms) begins a new term, as
+-- register_kafka_listener starts one
+UPDATE kafka_listeners SET heartbeat_ms = {now_ms},
+    started_ms = CASE WHEN heartbeat_ms >= {now_ms} - :expiry_ms THEN started_ms
+                      WHEN EXISTS (SELECT 1 FROM kafka_listeners o
+                                   WHERE o.node_id <> :node_id AND o.heartbeat_ms >= {now_ms} - :expiry_ms)
+                      THEN {now_ms} ELSE {now_ms} - :settle_ms END
+WHERE node_id = :node_id;
 
 -- live_kafka_listeners --
--- The listeners whose last heartbeat is recent, with its age
-SELECT node_id, host, port, {now_ms} - heartbeat_ms AS age_ms FROM kafka_listeners
+-- The listeners whose last heartbeat is recent, with its age and the age of their term
+SELECT node_id, host, port, {now_ms} - heartbeat_ms AS age_ms, {now_ms} - started_ms AS term_ms, started_ms
+FROM kafka_listeners
 WHERE heartbeat_ms >= {now_ms} - :max_age_ms
 ORDER BY node_id;
+
+-- kafka_listener_in_term --
+-- A listener is still in the term that began at :started_ms and not taken as down (a row, else none)
+SELECT node_id FROM kafka_listeners
+WHERE node_id = :node_id AND started_ms = :started_ms AND heartbeat_ms >= {now_ms} - :expiry_ms;
 
 -- delete_kafka_listener --
 -- A listener stops

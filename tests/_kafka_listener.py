@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -59,3 +61,32 @@ def wait_for(check, timeout: float = 20.0, what: str = "condition"):
             return value
         time.sleep(0.1)
     raise AssertionError(f"{what} not reached within {timeout}s")
+
+
+def find_coordinator_frame(group: str, correlation_id: int = 7) -> bytes:
+    """FindCoordinator v0 for a group, framed: (api key, version, correlation id, client id), key."""
+    client, key = b"test", group.encode()
+    body = struct.pack(">hhih", 10, 0, correlation_id, len(client)) + client + struct.pack(">h", len(key)) + key
+    return struct.pack(">i", len(body)) + body
+
+
+def read_find_coordinator(sock: socket.socket) -> tuple[int, int]:
+    """A FindCoordinator v0 answer's error code and port."""
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+    body = exactly(struct.unpack(">i", exactly(4))[0])
+    error, _node, host_len = struct.unpack(">hih", body[4:12])
+    (port,) = struct.unpack(">i", body[12 + host_len:16 + host_len])
+    return error, port
+
+
+def coordinator_of(listener: Listener, group: str) -> tuple[int, int]:
+    """What the listener answers FindCoordinator for the group: (error code, port)."""
+    with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
+        sock.sendall(find_coordinator_frame(group))
+        return read_find_coordinator(sock)

@@ -34,7 +34,7 @@ module, so that they can be read and checked together.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,32 +127,32 @@ class Coordinator:
             "to_state": target.value, "reason": reason,
         })
         if persist:
-            self._write_row(tx, row)
-            self._write_history(tx, row)
+            tx.execute_batch(self._row_statements(row))
+
+    @classmethod
+    def _row_statements(cls, row: _IdRow) -> list[tuple[str, dict[str, Any]]]:
+        """The statements that write ``row`` and its unwritten history (then forgotten)."""
+        return [cls._row_statement(row), *cls._history_statements(row)]
 
     @staticmethod
-    def _write_history(tx: Tx, row: _IdRow) -> None:
+    def _history_statements(row: _IdRow) -> list[tuple[str, dict[str, Any]]]:
         entries, row.unwritten = row.unwritten, []
+        statements: list[tuple[str, dict[str, Any]]] = []
         while len(entries) >= 2:
             first, second = entries[:2]
-            tx.execute("insert_state_log_pair", **first, **{f"{name}_2": value for name, value in second.items()})
+            statements.append(("insert_state_log_pair",
+                               {**first, **{f"{name}_2": value for name, value in second.items()}}))
             entries = entries[2:]
-        for entry in entries:
-            tx.execute("insert_state_log", **entry)
+        statements.extend(("insert_state_log", entry) for entry in entries)
+        return statements
 
     @staticmethod
-    def _write_row(tx: Tx, row: _IdRow) -> None:
-        tx.execute(
-            "update_transactional_id",
-            transactional_id=row.transactional_id,
-            producer_id=row.producer_id,
-            producer_epoch=row.producer_epoch,
-            state=row.state.value,
-            timeout_ms=row.timeout_ms,
-            txn_id=row.txn_id,
-            txn_start_ms=row.txn_start_ms,
-            state_seq=row.state_seq,
-        )
+    def _row_statement(row: _IdRow) -> tuple[str, dict[str, Any]]:
+        return ("update_transactional_id", {
+            "transactional_id": row.transactional_id, "producer_id": row.producer_id,
+            "producer_epoch": row.producer_epoch, "state": row.state.value, "timeout_ms": row.timeout_ms,
+            "txn_id": row.txn_id, "txn_start_ms": row.txn_start_ms, "state_seq": row.state_seq,
+        })
 
     @staticmethod
     def _check_fenced(row: Any, ident: ProducerIdentity) -> Any:
@@ -183,20 +183,19 @@ class Coordinator:
         ``offsets=False``: the caller knows that no group offsets were staged in it."""
         if row.state == S.PREPARE_EPOCH_FENCE:
             self._transition(tx, row, S.PREPARE_ABORT, reason)
-        if row.state == S.PREPARE_COMMIT:
+        if row.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             assert row.txn_id is not None
-            tx.execute("write_markers", txn_id=row.txn_id, marker="COMMIT")
-            if offsets:
-                tx.execute("apply_txn_offsets", txn_id=row.txn_id)
-            tx.execute("end_transaction", txn_id=row.txn_id, outcome="COMMIT")
-            self._transition(tx, row, S.COMPLETE_COMMIT, reason)
-            return "commit"
-        if row.state == S.PREPARE_ABORT:
-            assert row.txn_id is not None
-            tx.execute("write_markers", txn_id=row.txn_id, marker="ABORT")
-            tx.execute("end_transaction", txn_id=row.txn_id, outcome="ABORT")
-            self._transition(tx, row, S.COMPLETE_ABORT, reason)
-            return "abort"
+            commit = row.state == S.PREPARE_COMMIT
+            outcome = "COMMIT" if commit else "ABORT"
+            # the markers, the offsets, the outcome, the row and its history: one round trip
+            statements: list[tuple[str, dict[str, Any]]] = [
+                ("write_markers", {"txn_id": row.txn_id, "marker": outcome})]
+            if commit and offsets:
+                statements.append(("apply_txn_offsets", {"txn_id": row.txn_id}))
+            statements.append(("end_transaction", {"txn_id": row.txn_id, "outcome": outcome}))
+            self._transition(tx, row, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, reason, persist=False)
+            tx.execute_batch([*statements, *self._row_statements(row)])
+            return "commit" if commit else "abort"
         return None
 
     # -- producer requests ---------------------------------------------------------------
@@ -269,10 +268,15 @@ class Coordinator:
         )
         self._check_fenced(row, ident)
 
-    def _begin_if_idle(self, tx: Tx, row: _IdRow, reason: str) -> int:
-        """The open transaction's id, starting one (-> Ongoing) if the id is idle."""
+    def _begin_if_idle(self, tx: Tx, row: _IdRow, reason: str,
+                       then: Callable[[int], list[tuple[str, dict[str, Any]]]] | None = None) -> int:
+        """The open transaction's id, starting one (-> Ongoing) if the id is idle. ``then``:
+        the statements to run next in the transaction of that id (in the same round trip as
+        the start's)."""
+        following = then or (lambda _txn_id: [])
         if row.state == S.ONGOING:
             assert row.txn_id is not None
+            tx.execute_batch(following(row.txn_id))
             return row.txn_id
         if row.state in PREPARED_STATES:
             raise ConcurrentTransactionsError(
@@ -282,11 +286,11 @@ class Coordinator:
         if row.state not in IDLE_STATES:
             raise InvalidTxnStateError(f"transactional id {row.transactional_id!r} is {row.state}")
         txn_id = int(tx.scalar("next_txn_id"))
-        tx.execute(
-            "insert_transaction", txn_id=txn_id, transactional_id=row.transactional_id,
-            producer_id=row.producer_id, producer_epoch=row.producer_epoch, timeout_ms=row.timeout_ms,
-        )
-        self._transition(tx, row, S.ONGOING, reason, txn_id=txn_id, txn_start_ms=row.now_ms)
+        start = ("insert_transaction", {
+            "txn_id": txn_id, "transactional_id": row.transactional_id, "producer_id": row.producer_id,
+            "producer_epoch": row.producer_epoch, "timeout_ms": row.timeout_ms})
+        self._transition(tx, row, S.ONGOING, reason, persist=False, txn_id=txn_id, txn_start_ms=row.now_ms)
+        tx.execute_batch([start, *self._row_statements(row), *following(txn_id)])
         return txn_id
 
     def add_partitions(self, ident: ProducerIdentity, partitions: Sequence[tuple[int, int]]) -> int:
@@ -299,23 +303,26 @@ class Coordinator:
 
         def work(tx: Tx) -> int:
             row = self._check_fenced(self._lock(tx, tid), ident)
-            txn_id = self._begin_if_idle(tx, row, "add partitions")
-            for topic_id, partition in sorted(set(partitions)):
-                tx.execute("add_txn_partition", txn_id=txn_id, topic_id=topic_id, partition_no=partition)
-            return txn_id
+            return self._begin_if_idle(tx, row, "add partitions", then=lambda txn_id: [
+                ("add_txn_partition", {"txn_id": txn_id, "topic_id": topic_id, "partition_no": partition})
+                for topic_id, partition in sorted(set(partitions))])
 
         return self.db.run(work)
 
     def add_offsets(
         self, ident: ProducerIdentity, group_id: str, offsets: Sequence[tuple[int, int, int | OffsetAndMetadata]],
+        check: Callable[[Tx], None] | None = None,
     ) -> int:
         """AddOffsetsToTxn + TxnOffsetCommit: stage ``(topic_id, partition, offset)`` for
         ``group_id`` (an OffsetAndMetadata to keep a metadata string and leader epoch); they
-        become the group's offsets only if the transaction commits."""
+        become the group's offsets only if the transaction commits. ``check(tx)``, run first
+        in the same database transaction, may refuse the write by raising."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
+            if check is not None:
+                check(tx)
             row = self._check_fenced(self._lock(tx, tid), ident)
             txn_id = self._begin_if_idle(tx, row, "add offsets")
             for topic_id, partition, value in sorted(offsets, key=lambda o: (o[0], o[1])):

@@ -32,7 +32,7 @@ import logging
 import re
 import threading
 from collections import namedtuple
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,6 +67,8 @@ _DIALECT_FRAGMENTS = {
 _NATIVE_PARAMSTYLE = {"pysqlite": "named", "psycopg2": "pyformat"}
 #: a bind parameter in a query, as sqlalchemy.text() finds them
 _BIND = re.compile(r"(?<![:\w\x5c]):(\w+)(?!:)")
+#: a bind parameter in psycopg2's style (not an escaped %%)
+_PYFORMAT = re.compile(r"(?<!%)%\((\w+)\)s")
 
 # Errors after which the database certainly rolled the transaction back, so running
 # the whole unit of work again is safe: deadlocks, serialisation failures, a busy SQLite.
@@ -91,6 +93,10 @@ class Queries:
         self._text = {name: sa.text(sql) for name, sql in filled.items()}
         style = _NATIVE_PARAMSTYLE.get(driver or "")
         self.native: dict[str, str] | None = None
+        #: several statements sent as one query string (a round trip for all of them): psycopg2
+        #: sends a query as text, and the server runs each statement of it in turn
+        self.batches = style == "pyformat"
+        self._batch_sql: dict[tuple[str, ...], str] = {}
         if style == "named":
             self.native = filled
         elif style == "pyformat":
@@ -98,6 +104,19 @@ class Queries:
 
     def __getitem__(self, name: str) -> sa.TextClause:
         return self._text[name]
+
+    def batch(self, names: tuple[str, ...]) -> str:
+        """The native statements ``names`` as one query string, the parameters of the i-th
+        renamed ``s<i>_<name>`` (each statement keeps its own values)."""
+        sql = self._batch_sql.get(names)
+        if sql is None:
+            assert self.native is not None and self.batches
+            parts = []
+            for i, name in enumerate(names):
+                statement = self.native[name].strip().rstrip(";")
+                parts.append(_PYFORMAT.sub(rf"%(s{i}_\1)s", statement))
+            sql = self._batch_sql[names] = ";\n".join(parts)
+        return sql
 
 
 @functools.lru_cache(maxsize=1024)
@@ -130,7 +149,9 @@ class Tx:
     def _native(self, query: str, params: dict[str, Any]) -> Any:
         """Run a named query on the driver's cursor; a driver error is raised as the
         DBAPIError SQLAlchemy would raise, the connection invalidated if it was lost."""
-        sql = self._queries.native[query]  # type: ignore[index]
+        return self._native_sql(self._queries.native[query], params)  # type: ignore[index]
+
+    def _native_sql(self, sql: str, params: dict[str, Any]) -> Any:
         cursor = self._cursor
         try:
             if cursor is None:
@@ -184,6 +205,26 @@ class Tx:
         if self._queries.native is None:
             return self._execute(self._queries[query], params).rowcount
         return int(self._native(query, params).rowcount)
+
+    def execute_batch(self, statements: Sequence[tuple[str, Mapping[str, Any]]]) -> int:
+        """Run the named ``statements`` in order, in one round trip to the server where the
+        driver allows it (PostgreSQL through psycopg2: one query string), one by one
+        elsewhere (SQLite runs in-process: a statement costs no round trip). For statements
+        whose results the caller does not read, except the last one's: returns the number
+        of rows the last statement changed. A failing statement fails the whole unit of
+        work, as one run alone would."""
+        if not statements:
+            return 0
+        if len(statements) == 1 or self._queries.native is None or not self._queries.batches:
+            changed = 0
+            for query, params in statements:
+                changed = self.execute(query, **params)
+            return changed
+        names = tuple(query for query, _ in statements)
+        merged = {f"s{i}_{key}": value for i, (_, params) in enumerate(statements) for key, value in params.items()}
+        cursor = self._native_sql(self._queries.batch(names), merged)
+        self.statements_done += len(statements) - 1
+        return int(cursor.rowcount)
 
     def execute_many(self, query: str, rows: list[Mapping[str, Any]]) -> None:
         if rows:

@@ -5,8 +5,10 @@ orphan when no segment row references its key and it is not queued in
 ``object_deletions``. Orphans are normal for a while: a producer uploads a segment
 before it registers it, and a Spark job's executors upload objects that its driver
 registers only when the job ends. They are left behind for good by a writer that crashed
-between upload and registration, or when deleting a topic's objects failed. ``gc``
-deletes them once they are older than a grace period; ``fsck`` reports them as warnings.
+between upload and registration (or midway through writing an object into a local
+directory: its temporary file, in the partition's directory, is an orphan too), or when
+deleting a topic's objects failed. ``gc`` deletes them once they are older than a grace
+period; ``fsck`` reports them as warnings.
 
 Only keys under ``topics/`` are considered: the broker never owns anything else in the
 bucket or directory, so nothing else is ever deleted.

@@ -102,15 +102,31 @@ def one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Parser:
     return parse
 
 
+#: Kafka's compression.type values with no Arrow IPC counterpart, and the segment codec each
+#: is stored with: gzip, which Kafka users pick for size, as zstd; snappy, picked for speed,
+#: as lz4; producer (Kafka: keep the producer's codec), which cannot apply to segments that
+#: are not the producer's batches, as the default zstd. The value is kept as given, so
+#: DescribeConfigs answers what was set.
+KAFKA_COMPRESSION_CODECS = {"gzip": "zstd", "snappy": "lz4", "producer": "zstd"}
+
+
 def _compression(key: str, value: object) -> str:
     if value == "none":  # the producer-side spelling of Kafka's compression.type
         value = "uncompressed"
-    if value not in COMPRESSION_TYPES:
+    if value not in COMPRESSION_TYPES and value not in KAFKA_COMPRESSION_CODECS:
         raise InvalidConfigError(
             f"topic config {key}={value!r} must be one of {', '.join(COMPRESSION_TYPES)} "
-            "(segments are Arrow IPC files, whose buffer compression is lz4 or zstd)"
+            "(segments are Arrow IPC files, whose buffer compression is lz4 or zstd), or one of Kafka's "
+            f"{', '.join(KAFKA_COMPRESSION_CODECS)} (stored as "
+            f"{', '.join(f'{k}: {v}' for k, v in KAFKA_COMPRESSION_CODECS.items())})"
         )
     return str(value)
+
+
+def segment_codec(compression_type: str) -> str:
+    """The Arrow IPC codec segments of a topic with this ``compression.type`` are written
+    with (Kafka's gzip, snappy and producer mapped by :data:`KAFKA_COMPRESSION_CODECS`)."""
+    return KAFKA_COMPRESSION_CODECS.get(compression_type, compression_type)
 
 
 #: Schema Registry's compatibility types (txn_broker.topic_schemas)
@@ -137,7 +153,8 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("max.message.bytes", lambda s: s.max_message_bytes, positive,
                 "the largest record a send may hold, in bytes"),
     TopicConfig("compression.type", "zstd", _compression,
-                "how new segments are compressed: uncompressed, lz4 or zstd",
+                "how new segments are compressed: uncompressed, lz4 or zstd; Kafka's gzip, snappy and producer "
+                "are accepted and kept as given, and write zstd, lz4 and zstd segments",
                 legacy="uncompressed"),
     TopicConfig("schema.compatibility", "BACKWARD", _compatibility,
                 "which schema changes alter_topic accepts beyond the structural rules, and which older "
@@ -157,6 +174,9 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
                 takes_effect="next publish"),
     TopicConfig("iceberg.target.file.bytes", 128 * 1024 * 1024, positive,
                 "the size the Iceberg table's Parquet data files aim at (Iceberg's write.target-file-size-bytes)",
+                takes_effect="next publish"),
+    TopicConfig("iceberg.publish.threads", 1, positive,
+                "partitions the Iceberg publisher reads and writes at once (each in a thread of its own)",
                 takes_effect="next publish"),
     TopicConfig("iceberg.snapshot.max.age.ms", 5 * 24 * 3600 * 1000, positive,
                 "Iceberg table snapshots older than this are expired by the publisher (Iceberg's "

@@ -29,7 +29,7 @@ from .log.field_ids import field_id, strip_field_ids
 from .log.projection import Projection, declared_default, same_schema
 from .models import PartitionInfo, TopicDescription
 from .names import validate_topic_name
-from .topic_configs import check_changes, validate_config, with_legacy_defaults
+from .topic_configs import check_changes, segment_codec, validate_config, with_legacy_defaults
 from .topic_schemas import (
     SchemaVersion,
     check_change,
@@ -68,8 +68,9 @@ class TopicMeta:
 
     @property
     def compression(self) -> str:
-        """How new segments of this topic are compressed (``compression.type``)."""
-        return str(self.config["compression.type"])
+        """How new segments of this topic are compressed: the Arrow IPC codec of its
+        ``compression.type`` (Kafka's gzip, snappy and producer mapped to one)."""
+        return segment_codec(str(self.config["compression.type"]))
 
     @property
     def compatibility(self) -> str:

@@ -11,6 +11,7 @@ import sys
 
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 from _bank import (
     SCHEMA,
     TOPIC,
@@ -23,6 +24,7 @@ from _bank import (
     transfer,
 )
 
+from txn_broker.errors import CorruptSegmentError
 from txn_broker.faults import set_fault_hook
 from txn_broker.log.field_ids import FIELD_ID_KEY
 
@@ -319,4 +321,89 @@ def test_manifest_merge_can_be_turned_off_per_table(backend):
     assert counts == [(0, MIN_INPUTS)] * 2 + [(1, 0)] * 2
     assert table_rows(table) == committed_rows(broker)
     assert broker.fsck().ok
+    broker.close()
+
+
+def test_partitions_written_at_once_commit_the_cut_or_nothing(backend):
+    """With iceberg.publish.threads=2 the publisher reads and writes two partitions at
+    once. A segment that cannot be read in one of them fails the publish with the reader's
+    typed error: no snapshot, and the files the other partitions had already stored are
+    deleted. Once the segment is readable again, one snapshot holds exactly the cut of
+    every partition."""
+    broker = backend.connect()
+    broker.create_topic("wide", partitions=4, schema=SCHEMA,
+                        config={"iceberg.enabled": "true", "iceberg.publish.threads": "2"})
+    producer = broker.producer(transactional_id="wide")
+    producer.init_transactions()
+    for amount in range(1, 4):  # each transaction over all four partitions, summing to zero
+        with producer.transaction():
+            for p, value in enumerate((-3 * amount, amount, amount, amount)):
+                producer.send("wide", pa.table({"account": ["acct"], "amount": [value]}, schema=SCHEMA),
+                              partition=p)
+    table = broker.iceberg_table("wide")
+    with broker._db.engine.connect() as conn:
+        key = conn.execute(sa.text(
+            "SELECT s.object_key FROM segments s JOIN topics t ON t.topic_id = s.topic_id "
+            "WHERE t.name = 'wide' AND s.partition_no = 3 ORDER BY s.base_offset")).scalars().first()
+    original = broker._store.get(key)
+    broker._store.put(key, b"not a segment")
+    with pytest.raises(CorruptSegmentError):
+        broker.publish_iceberg(["wide"])
+    assert broker.iceberg_table("wide").current_snapshot() is None
+    stored = [o.key for o in broker._store.list("iceberg/") if o.key.endswith(".parquet")]
+    assert stored == [], "files of the failed publish were left behind"
+
+    broker._store.put(key, original)
+    published = broker.publish_iceberg(["wide"])[0]
+    ends = broker.end_offsets([("wide", p) for p in range(4)])
+    assert published.offsets == {tp.partition: o for tp, o in ends.items()} and published.files == 4
+    table = broker.iceberg_table("wide")
+    assert len(table.snapshots()) == 1
+    rows = table.scan().to_arrow()
+    assert sum(rows.column("amount").to_pylist()) == 0 and rows.num_rows == 12
+    assert sorted(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist(), strict=True)) == [
+        (p, o) for p in range(4) for o in range(3)]
+    broker.close()
+
+
+def test_cached_transaction_sees_every_staged_change(backend):
+    """The publisher's transaction computes the table metadata once per change: a change
+    staged in it, and the table's own commit, are seen at the next read, as with
+    pyiceberg's own transaction."""
+    from txn_broker.iceberg.transaction import transaction
+
+    broker = backend.connect()
+    create(broker)
+    table = broker.iceberg_table(TOPIC)
+    txn = transaction(table)
+    first = txn.table_metadata
+    assert txn.table_metadata is first  # computed once while nothing changes
+    txn.set_properties({"txn-broker.test": "staged"})
+    assert txn.table_metadata.properties["txn-broker.test"] == "staged"
+    txn.commit_transaction()
+    assert broker.iceberg_table(TOPIC).properties["txn-broker.test"] == "staged"
+    with transaction(table) as again:  # ``table`` was updated in place by the commit
+        assert again.table_metadata.properties["txn-broker.test"] == "staged"
+        again.set_properties({"txn-broker.test": "second"})
+    assert broker.iceberg_table(TOPIC).properties["txn-broker.test"] == "second"
+    broker.close()
+
+
+def test_small_file_check_reads_no_manifest_while_no_group_is_possible(backend):
+    """After a publish, the small-file rewrite plans the table's files only when the
+    current snapshot's totals allow a group (MIN_INPUTS files, or about the target size)."""
+    from txn_broker.iceberg.small_files import MIN_INPUTS, could_rewrite
+
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    transfer(bank, 1)
+    broker.publish_iceberg()
+    table = broker.iceberg_table(TOPIC)
+    summary = table.current_snapshot().summary
+    files, size = int(summary["total-data-files"]), int(summary["total-files-size"])
+    assert files == 2 < MIN_INPUTS
+    assert not could_rewrite(table, target_bytes=size * 10)  # 2 files, far below the target
+    assert could_rewrite(table, target_bytes=size)  # together about the target: a group may be due
     broker.close()

@@ -317,9 +317,32 @@ def test_unknown_compression_is_a_config_error(backend):
     from txn_broker.errors import InvalidConfigError
 
     broker = backend.connect()
-    for bad in ("gzip", "snappy", "producer", 1):
+    for bad in ("brotli", "GZIP", "", 1):
         with pytest.raises(InvalidConfigError, match="compression.type"):
             broker.create_topic("t", config={"compression.type": bad})
     assert broker.list_topics() == []
     broker.create_topic("t", config={"compression.type": "none"})  # Kafka's producer-side name
     assert broker.describe_topic("t").config["compression.type"] == "uncompressed"
+
+
+def test_kafkas_other_compression_types_are_kept_and_map_to_a_segment_codec(backend):
+    """Kafka's gzip, snappy and producer: accepted (Kafka's tools set them), kept as given,
+    and the topic's segments written with zstd, lz4 and zstd: the same records take exactly
+    the bytes they take in a topic of that codec."""
+    broker = backend.connect()
+    records = [{"key": str(i).encode(), "value": b"compressible text " * 50} for i in range(200)]
+
+    def stored(compression_type: str) -> int:
+        topic = f"t-{compression_type}"
+        broker.create_topic(topic, config={"compression.type": compression_type})
+        with broker.producer() as producer:
+            producer.send(topic, records, partition=0)
+        described = broker.describe_topic(topic)
+        assert described.config["compression.type"] == compression_type
+        return described.partitions[0].size_bytes
+
+    sizes = {c: stored(c) for c in ("zstd", "lz4", "uncompressed", "gzip", "snappy", "producer")}
+    assert sizes["zstd"] < sizes["lz4"] < sizes["uncompressed"]
+    assert (sizes["gzip"], sizes["snappy"], sizes["producer"]) == (sizes["zstd"], sizes["lz4"], sizes["zstd"])
+    broker.alter_topic("t-gzip", config={"compression.type": "snappy"})
+    assert broker.describe_topic("t-gzip").config["compression.type"] == "snappy"

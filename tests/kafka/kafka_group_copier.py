@@ -4,15 +4,17 @@
 transaction that also commits the input offsets (send_offsets_to_transaction with the group's
 metadata, so a copier that lost its partitions in a rebalance is fenced: KIP-447). A
 transaction that fails abortably is aborted and the consumer rewound to the committed
-offsets; a retriable commit is retried. Exits 0 once the group's committed offsets reach
-``end`` on every input partition. Run as
-``python kafka_group_copier.py BOOTSTRAPS TXN_ID PARTITIONS END PACE`` (PACE: seconds each
-transaction holds its stored records before it commits)."""
+offsets; a retriable commit is retried. Exits 0 once the file END_FILE holds the input's end
+offset (written once the input is complete) and the group's committed offsets reach it on
+every input partition. Run as
+``python kafka_group_copier.py BOOTSTRAPS TXN_ID PARTITIONS END_FILE PACE`` (PACE: seconds
+each transaction holds its stored records before it commits)."""
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -39,7 +41,10 @@ def rewind(consumer: Consumer) -> None:
         consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
 
-def done(consumer: Consumer, partitions: int, end: int) -> bool:
+def done(consumer: Consumer, partitions: int, end_file: Path) -> bool:
+    if not end_file.exists():
+        return False
+    end = int(end_file.read_text())
     try:
         committed = consumer.committed([TopicPartition("input", p) for p in range(partitions)], 10)
     except KafkaException:
@@ -76,7 +81,7 @@ def abort(producer: Producer) -> None:
             log(f"abort retried: {e}")
 
 
-def main(bootstraps: str, transactional_id: str, partitions: int, end: int, pace: float) -> int:
+def main(bootstraps: str, transactional_id: str, partitions: int, end_file: Path, pace: float) -> int:
     producer = Producer({"bootstrap.servers": bootstraps, "transactional.id": transactional_id,
                          "transaction.timeout.ms": 20000, "linger.ms": 5, "socket.timeout.ms": 5000,
                          "reconnect.backoff.max.ms": 500})
@@ -93,7 +98,7 @@ def main(bootstraps: str, transactional_id: str, partitions: int, end: int, pace
     while True:
         messages = [m for m in consumer.consume(10, 0.5) if not m.error()]
         if not messages:
-            if time.monotonic() - idle_since > 1.0 and done(consumer, partitions, end):
+            if time.monotonic() - idle_since > 1.0 and done(consumer, partitions, end_file):
                 consumer.close()
                 log("done")
                 return 0
@@ -113,4 +118,4 @@ def main(bootstraps: str, transactional_id: str, partitions: int, end: int, pace
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])))
+    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), float(sys.argv[5])))

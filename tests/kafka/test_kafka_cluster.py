@@ -40,3 +40,4 @@ def test_two_listeners_are_one_cluster(kafka, backend, tmp_path):
     finally:
         second.stop()
     wait_for(lambda: brokers(kafka.bootstrap) == {kafka.port}, timeout=30, what="the stopped listener leaving")
+

@@ -38,7 +38,10 @@ class WrittenFile:
 def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """Rows read from segments (``_partition``, ``_offset``, ``_timestamp``, the topic's
     columns) as the table's Arrow schema: ids on every field, Iceberg's types."""
-    columns = [rows.column(f.name).cast(f.type) for f in schema]
+    columns = []
+    for f in schema:
+        column = rows.column(f.name)
+        columns.append(column if column.type.equals(f.type) else column.cast(f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -13,7 +13,9 @@ One publish of a topic:
    each partition's range ``[published, cut)`` then holds whole transactions only.
 3. **The files.** Each partition's committed records of its range (read_committed: the
    segments of aborted transactions are never read) are written as Parquet data files of
-   about ``iceberg.target.file.bytes``.
+   about ``iceberg.target.file.bytes``, ``iceberg.publish.threads`` partitions at a time.
+   If any partition fails, the files already written are deleted and its error is raised:
+   no commit.
 4. **The commit.** One snapshot appends them all, its summary recording the new offsets.
    The commit asserts that the table's current snapshot is still the one read in step 1
    (Iceberg's optimistic commit; pyiceberg's own retry is switched off for these tables):
@@ -38,6 +40,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -226,16 +229,17 @@ class Publisher:
                 return result
             written: list[WrittenFile] = []
             try:
-                for p, (start, end) in sorted(cut.items()):
-                    if start < end:
-                        written += self._write_partition(table, schema, meta, p, start, end)
+                self._write_partitions(table, schema, meta, cut, written)
             except UnknownTopicOrPartitionError:
+                self._delete(table, written)
                 if self._topics.get(meta.name, refresh=True).schema_version == meta.schema_version:
                     raise
                 # a segment of a schema version newer than meta: the topic was altered
                 # meanwhile; evolve the table to it and start again
-                self._delete(table, written)
                 continue
+            except BaseException:
+                self._delete(table, written)  # nothing is committed; what a delete misses is gc's
+                raise
             fault_point("iceberg.after_write")
             try:
                 result.snapshot_id = self._commit(table, meta, written, after)
@@ -341,10 +345,34 @@ class Publisher:
 
             catalog_call(reset, f"set commit.retry.num-retries=0 on {table.name()}")
 
+    def _write_partitions(self, table: Table, schema: pa.Schema, meta: TopicMeta,
+                          cut: dict[int, tuple[int, int]], written: list[WrittenFile]) -> None:
+        """Write every partition's range of ``cut``, ``iceberg.publish.threads`` partitions
+        at a time: pyarrow releases the GIL while it decodes segments and writes Parquet, so
+        one partition's reading can overlap another's writing. Each file is added to
+        ``written`` as soon as it is stored. The first failure cancels the partitions not
+        started, waits for the running ones and is raised as it is (a typed error of the
+        reader or the storage); the caller then deletes ``written``."""
+        ranges = [(p, start, end) for p, (start, end) in sorted(cut.items()) if start < end]
+        threads = int(meta.config["iceberg.publish.threads"])
+        if len(ranges) <= 1 or threads <= 1:
+            for p, start, end in ranges:
+                self._write_partition(table, schema, meta, p, start, end, written)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iceberg-write") as pool:
+            futures = [pool.submit(self._write_partition, table, schema, meta, p, start, end, written)
+                       for p, start, end in ranges]
+            done, _running = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and f.exception() is not None), None)
+            if failed is not None:
+                for future in futures:
+                    future.cancel()
+                wait(futures)  # no thread is still writing when the caller deletes ``written``
+                raise failed.exception()  # type: ignore[misc]
+
     def _write_partition(self, table: Table, schema: pa.Schema, meta: TopicMeta, partition: int,
-                         start: int, end: int) -> list[WrittenFile]:
+                         start: int, end: int, written: list[WrittenFile]) -> None:
         target = int(meta.config["iceberg.target.file.bytes"])
-        written: list[WrittenFile] = []
         pending: list[pa.Table] = []
         pending_bytes = 0
         ratio = 1.0  # file bytes per in-memory byte, learnt from the files written so far
@@ -368,11 +396,12 @@ class Publisher:
                 flush()
         if pending:
             flush()
-        return written
 
     def _commit(self, table: Table, meta: TopicMeta, written: list[WrittenFile], offsets: dict[int, int]) -> int:
+        from .transaction import transaction
+
         properties = {"txn-broker.offsets": offsets_summary(offsets), "txn-broker.topic-id": str(meta.topic_id)}
-        with table.transaction() as txn:
+        with transaction(table) as txn:
             with txn.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for f in written:
                     append.append_data_file(f.data_file)

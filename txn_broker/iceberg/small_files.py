@@ -172,10 +172,27 @@ def plan_small_files(files: list[DataFile], target_bytes: int) -> list[RewriteGr
             if len(g.files) >= MIN_INPUTS or g.size >= NEAR_TARGET * target_bytes]
 
 
+def could_rewrite(table: Table, target_bytes: int) -> bool:
+    """Whether the table may hold a group to rewrite, from its current snapshot's summary
+    alone: a group needs :data:`MIN_INPUTS` files or about the target size, so a table with
+    fewer files and fewer bytes in all has none, and its manifests need not be read. True
+    when the summary lacks the totals (a snapshot of another engine)."""
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None and snapshot.summary else None
+    if summary is None:
+        return snapshot is not None
+    files, size = summary.get("total-data-files"), summary.get("total-files-size")
+    if files is None or size is None:
+        return True
+    return int(files) >= MIN_INPUTS or int(size) >= NEAR_TARGET * target_bytes
+
+
 def rewrite_small_files(table: Table, schema: pa.Schema, target_bytes: int, properties: dict[str, str]) -> int:
     """Rewrite the table's groups of small files (module docstring); returns how many
     groups were swapped in. Stops at the first refused swap (the table changed: the next
     publish plans again)."""
+    if not could_rewrite(table, target_bytes):
+        return 0
     done = 0
     for partition, files in sorted(partition_files(table).items()):
         by_path = {f.file_path: f for f in files}

@@ -23,6 +23,7 @@ import datetime
 import decimal
 import json
 import logging
+import random
 import threading
 import time
 import uuid
@@ -30,14 +31,17 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from sqlalchemy import exc as sa_exc
 
 from ..broker import Broker
 from ..consumer import commit_offsets
 from ..errors import (
+    DatabaseUnavailableError,
     InvalidPartitionsError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
@@ -50,7 +54,7 @@ from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
 from ..log.reader import SegmentCache, prefetch_pool, read_rows, row_offsets
 from ..log.segment_format import OFFSET_COLUMN, TIMESTAMP_TYPE
-from ..log.segment_writer import build_segment, upload_segment
+from ..log.segment_writer import stage_segment, write_segment
 from ..log.time_range import check_time_range
 from ..log.types import ProducerIdentity, SegmentWrite, TransactionHandle
 from ..models import OffsetAndMetadata, TopicPartition
@@ -62,6 +66,7 @@ from ..topic_schemas import conform_send
 from ..topics import TopicMeta
 from .acls import AclBinding, AclFilter, PatternType, Permission
 from .authorizer import Operation, ResourceType
+from .errors import NotCoordinatorError
 from .recordbatch import Batch, RecordColumns, control_batch, encode_columns_parts
 
 log = logging.getLogger(__name__)
@@ -86,6 +91,33 @@ class Node:
     node_id: int
     host: str
     port: int
+
+
+@dataclass(frozen=True)
+class ListenerRow:
+    """A listener as ``kafka_listeners`` holds it: its node, the age of its last heartbeat
+    and of its current term, in milliseconds by the database's clock (cluster_view.py)."""
+
+    node: Node
+    age_ms: int
+    term_ms: int
+    #: when its term began, by the database's clock (the term's identity)
+    started_ms: int = 0
+
+
+@dataclass(frozen=True)
+class ListenerTerm:
+    """A listener's term (ListenerRow.started_ms), and when a listener is taken as down."""
+
+    node_id: int
+    started_ms: int
+    expiry_ms: int
+
+
+def _check_term(term: ListenerTerm, tx: Any) -> None:
+    if tx.scalar("kafka_listener_in_term", node_id=term.node_id, started_ms=term.started_ms,
+                 expiry_ms=term.expiry_ms) is None:
+        raise NotCoordinatorError(f"listener {term.node_id} was taken as down since it checked the group member")
 
 
 @dataclass(frozen=True)
@@ -166,26 +198,35 @@ class KafkaBackend:
 
     # -- the listeners of the cluster -------------------------------------------------------
 
-    def register_listener(self, host: str, port: int) -> int:
-        """This listener's node id (the same for the same address across restarts)."""
-        last: TxnBrokerError | None = None
-        for _attempt in range(5):  # two listeners starting at once may pick the same next id
+    def register_listener(self, host: str, port: int, expiry_ms: int, settle_ms: int) -> int:
+        """This listener's node id (the same for the same address across restarts); its term
+        begins (see cluster_view.py: a listener taken as down after ``expiry_ms``, a term
+        settled after ``settle_ms``)."""
+        last: Exception | None = None
+        for _attempt in range(10):
             try:
-                return int(self.broker._db.run(lambda tx: tx.scalar("register_kafka_listener", host=host, port=port)))
-            except TxnBrokerError as error:
+                return int(self.broker._db.run(lambda tx: tx.scalar(
+                    "register_kafka_listener", host=host, port=port, expiry_ms=expiry_ms, settle_ms=settle_ms)))
+            except (TxnBrokerError, sa_exc.IntegrityError) as error:
+                # listeners starting at once may pick the same next id (an IntegrityError on
+                # PostgreSQL): each tries again after its own short while
                 last = error
-                time.sleep(0.05)
-        assert last is not None
-        raise last
+                time.sleep(random.uniform(0.02, 0.2))
+        if isinstance(last, TxnBrokerError):
+            raise last
+        raise DatabaseUnavailableError(f"could not register the listener {host}:{port}: {last}")
 
-    def listener_heartbeat(self, node_id: int) -> None:
-        self.broker._db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id))
+    def listener_heartbeat(self, node_id: int, expiry_ms: int, settle_ms: int) -> None:
+        """This listener is up (one taken as down begins a new term, as in register_listener)."""
+        self.broker._db.run(lambda tx: tx.execute("kafka_listener_heartbeat", node_id=node_id, expiry_ms=expiry_ms,
+                                                  settle_ms=settle_ms))
 
-    def live_listeners(self, max_age_ms: int) -> list[tuple[Node, int]]:
+    def live_listeners(self, max_age_ms: int) -> list[ListenerRow]:
         """The listeners that sent a heartbeat in the last ``max_age_ms``, each with the
-        age of its last heartbeat in milliseconds."""
+        age of its last heartbeat and of its term in milliseconds."""
         rows = self.broker._db.run(lambda tx: tx.all("live_kafka_listeners", max_age_ms=max_age_ms), write=False)
-        return [(Node(int(r.node_id), str(r.host), int(r.port)), int(r.age_ms)) for r in rows]
+        return [ListenerRow(Node(int(r.node_id), str(r.host), int(r.port)), int(r.age_ms), int(r.term_ms),
+                            int(r.started_ms)) for r in rows]
 
     def unregister_listener(self, node_id: int) -> None:
         self.broker._db.run(lambda tx: tx.execute("delete_kafka_listener", node_id=node_id))
@@ -306,12 +347,12 @@ class KafkaBackend:
             pid = batch.producer_id if idempotent else self._anonymous()
             epoch = max(batch.producer_epoch, 0) if idempotent else 0
         n = batch.record_count
-        write, payload = build_segment(
+        write = write_segment(self.broker._store, stage_segment(
             table, topic_id=meta.topic_id, topic=meta.name, partition=partition, compression=meta.compression,
             name=f"{pid}-{epoch}-k{batch.base_sequence}-{uuid.uuid4().hex[:12]}",
             base_sequence=batch.base_sequence if idempotent else -1,
-            last_sequence=batch.base_sequence + n - 1 if idempotent else None, schema_version=meta.schema_version)
-        upload_segment(self.broker._store, write, payload, self.broker.settings.retry_budget_ms)
+            last_sequence=batch.base_sequence + n - 1 if idempotent else None, schema_version=meta.schema_version),
+            self.broker.settings.retry_budget_ms)
         return PreparedProduce(topic, partition, batch.transactional, idempotent, pid, epoch, write)
 
     def commit_produce(self, prepared: PreparedProduce, transactional_id: str | None) -> ProduceResult:
@@ -588,15 +629,21 @@ class KafkaBackend:
         self.broker._coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
 
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
-                          offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], TxnBrokerError]:
+                          offsets: dict[tuple[str, int], OffsetAndMetadata],
+                          term: ListenerTerm | None = None) -> dict[tuple[str, int], TxnBrokerError]:
         """TxnOffsetCommit: stage the offsets in the transaction. Each partition is checked
         on its own (unknown, bad metadata: that partition fails, the others are staged); any
-        offset >= 0 is taken, as Kafka takes it. The partitions that failed, with why."""
+        offset >= 0 is taken, as Kafka takes it. The partitions that failed, with why.
+
+        ``term``: the group coordinator's term in which the group member was checked; the
+        offsets are staged only if it still holds (NotCoordinatorError if the listener was
+        taken as down since, as when it was stopped between its check and this write)."""
         failed, rows = self._offset_rows(offsets)
         if rows:
             self.broker._coordinator.add_offsets(
                 ProducerIdentity(transactional_id, producer_id, epoch), group_id,
-                [(self._meta(tp.topic, tp.partition).topic_id, tp.partition, c) for tp, c in rows.items()])
+                [(self._meta(tp.topic, tp.partition).topic_id, tp.partition, c) for tp, c in rows.items()],
+                check=None if term is None else partial(_check_term, term))
         return failed
 
     def _offset_rows(self, offsets: dict[tuple[str, int], OffsetAndMetadata]

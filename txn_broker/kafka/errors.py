@@ -11,8 +11,17 @@ from kio.schema.errors import ErrorCode
 
 from .. import errors as e
 
+
+class NotCoordinatorError(e.TxnBrokerError):
+    """This listener is no longer the group's coordinator (it was taken as down meanwhile,
+    as after a SIGSTOP); the client finds the coordinator again and retries."""
+
+    retriable = True
+
+
 #: most specific class first: the first ``isinstance`` match wins
 _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (NotCoordinatorError, ErrorCode.not_coordinator),
     # the epoch in the request is older than the coordinator's: Kafka answers
     # PRODUCER_FENCED from InitProducerId, AddPartitionsToTxn, EndTxn (KIP-588) and
     # INVALID_PRODUCER_EPOCH from Produce; the handler picks (see ``for_produce``)

@@ -7,6 +7,14 @@ completes when every known member has joined again, or after the rebalance timeo
 (members that did not rejoin are removed); the first member to join is the leader, which
 computes the assignment and sends it with SyncGroup. The broker never reads the protocol
 metadata or the assignments: they are opaque bytes, as in Kafka.
+
+With several listeners, a group's coordinator is the listener its id hashes to
+(cluster_view.py). A listener keeps a group's state only while it may act as its coordinator:
+once it may not (the group moved, or its view of the cluster ran out, as after a SIGSTOP),
+the group is unloaded, as Kafka's coordinator unloads the groups of a partition it no longer
+leads; requests waiting in it are answered NOT_COORDINATOR and its members join again
+wherever the group now is. A rebalance completes only in the listener that may coordinate
+the group at that moment.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +65,14 @@ class Group:
     rebalance: asyncio.Task[None] | None = None
 
 
+def _always(group_id: str) -> bool:
+    return True
+
+
 class GroupCoordinator:
-    def __init__(self) -> None:
+    def __init__(self, owns: Callable[[str], bool] = _always) -> None:
+        """``owns(group_id)``: whether this listener may act as the group's coordinator now."""
+        self.owns = owns
         self.groups: dict[str, Group] = {}
         self._reaper: asyncio.Task[None] | None = None
 
@@ -211,6 +226,9 @@ class GroupCoordinator:
             self._complete(group)
 
     def _complete(self, group: Group) -> None:
+        if not self.owns(group.group_id):  # the group moved meanwhile: no generation here
+            self.unload(group.group_id)
+            return
         if not group.members:
             group.state, group.leader, group.protocol = "Empty", None, None
             return
@@ -276,6 +294,21 @@ class GroupCoordinator:
         self._remove(group, member_id)
         return ErrorCode.none
 
+    def unload(self, group_id: str) -> None:
+        """Forget a group this listener may no longer coordinate; requests waiting in it are
+        answered NOT_COORDINATOR (their clients find the coordinator again)."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        if group.rebalance is not None and group.rebalance is not asyncio.current_task():
+            group.rebalance.cancel()
+        for member in group.members.values():
+            for future in (member.joined, member.synced):
+                if future is not None and not future.done():
+                    future.set_result({"throttle_time": 0, "error_code": ErrorCode.not_coordinator,
+                                       "generation_id": -1, "leader": "", "member_id": member.member_id,
+                                       "members": [], "assignment": b""})
+
     def _remove(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id)
         self._forget_static(group, member)
@@ -333,6 +366,9 @@ class GroupCoordinator:
             await asyncio.sleep(0.5)
             now = time.monotonic()
             for group in list(self.groups.values()):
+                if not self.owns(group.group_id):
+                    self.unload(group.group_id)
+                    continue
                 for member_id, m in list(group.members.items()):
                     waiting = m.joined is not None and not m.joined.done()
                     if not waiting and now - m.last_seen > m.session_timeout_s:

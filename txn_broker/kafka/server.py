@@ -18,6 +18,7 @@ import contextlib
 import logging
 import signal
 import ssl
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +38,8 @@ from .apis.produce import produce
 from .apis.sasl import SASL_KEYS
 from .apis.transactions import PRODUCER_FENCED_SINCE
 from .authorizer import Authorizer
-from .backend import AclStore, KafkaBackend, Node, PreparedProduce
+from .backend import AclStore, KafkaBackend, ListenerRow, ListenerTerm, Node, PreparedProduce
+from .cluster_view import LISTENER_EXPIRY_MS, SETTLE_MS, ClusterView
 from .errors import error_code
 from .fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from .frames import BadFrameSize, FrameProtocol, FrameReader
@@ -62,8 +64,8 @@ class _Frame:
     prepared: asyncio.Task[_Prepared] | None
 
 #: listeners record a heartbeat this often; one silent for LISTENER_EXPIRY_MS is taken as down
+#: (cluster_view.py: which listener coordinates which group, and when that is safe to act on)
 HEARTBEAT_S = 2.0
-LISTENER_EXPIRY_MS = 6000
 #: a listener taken as down stays in Metadata's list of brokers this long (leading no
 #: partition, coordinating no group). librdkafka's coordinator requests (TxnOffsetCommit of
 #: send_offsets_to_transaction, the admin client's group requests) wait on the broker they
@@ -110,13 +112,13 @@ class KafkaServer:
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
         self.limits = limits or ListenerLimits()  # memory and connections (kafka/limits.py)
-        self.groups = GroupCoordinator()
+        self.groups = GroupCoordinator(lambda group_id: not self.not_coordinator(group_id))
         self.sasl_users = sasl_users
         self.sweep_interval_s = sweep_interval_s
         self.node_id = 0
-        #: the live listeners, and those also listed in Metadata (down for less than LISTENER_LISTED_MS)
-        self.nodes: list[Node] = []
-        self.listed: list[Node] = []
+        #: the cluster as last read: the live listeners, those also listed in Metadata (down
+        #: for less than LISTENER_LISTED_MS), and who coordinates which group
+        self.view = ClusterView.empty()
         self._heartbeat: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.tls = tls
@@ -128,6 +130,9 @@ class KafkaServer:
         self.api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
                          for k, (lo, hi) in sorted(self.supported.items())]
         self._pool = ThreadPoolExecutor(threads, "txn-broker-kafka")
+        # the heartbeat and its read of the cluster have a thread of their own: queued behind
+        # slow requests, they would let this listener's view of the cluster run out
+        self._cluster_pool = ThreadPoolExecutor(1, "txn-broker-kafka-cluster")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         #: the listener's Prometheus metrics (serve --metrics-listen), None: none kept
@@ -143,8 +148,9 @@ class KafkaServer:
             self.host, self.port,
             ssl=self.tls, ssl_handshake_timeout=self.frame_timeout_s if self.tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
-        self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port)
-        self._learn_nodes(await self.call(self.backend.live_listeners, LISTENER_LISTED_MS))
+        self.node_id = await self.call(self.backend.register_listener, self.advertised_host, self.port,
+                                       LISTENER_EXPIRY_MS, SETTLE_MS)
+        await self._read_nodes()
         await self.refresh_acls()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.groups.start()
@@ -172,41 +178,58 @@ class KafkaServer:
         with contextlib.suppress(TxnBrokerError):
             await self.call(self.backend.unregister_listener, self.node_id)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._cluster_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _beat(self) -> None:
         """Heartbeat this listener and learn which others are up."""
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             try:
-                await self.call(self.backend.listener_heartbeat, self.node_id)
-                self._learn_nodes(await self.call(self.backend.live_listeners, LISTENER_LISTED_MS))
+                await asyncio.get_running_loop().run_in_executor(
+                    self._cluster_pool, self.backend.listener_heartbeat, self.node_id, LISTENER_EXPIRY_MS, SETTLE_MS)
+                await self._read_nodes()
                 await self.refresh_acls()  # changes made through another listener or the CLI
             except TxnBrokerError as error:
                 log.warning("listener heartbeat failed: %s", error)
 
-    def _learn_nodes(self, found: list[tuple[Node, int]]) -> None:
-        self.nodes = [node for node, age_ms in found if age_ms <= LISTENER_EXPIRY_MS]
-        self.listed = [node for node, _ in found]
+    async def _read_nodes(self) -> None:
+        """Read the cluster's listeners (raises the database's error)."""
+        read_at = time.monotonic()
+        found = await asyncio.get_running_loop().run_in_executor(
+            self._cluster_pool, self.backend.live_listeners, LISTENER_LISTED_MS)
+        self._learn_nodes(found, read_at)
+
+    def _learn_nodes(self, found: list[ListenerRow], read_at: float) -> None:
+        if read_at >= self.view.read_at:  # an older read finishing late is not taken
+            self.view = ClusterView(found, read_at)
 
     def live(self) -> list[Node]:
         """The live listeners, this one always among them, by node id."""
-        nodes = {n.node_id: n for n in self.nodes}
+        nodes = {n.node_id: n for n in self.view.live}
         nodes[self.node_id] = self.self_node()
         return [nodes[k] for k in sorted(nodes)]
 
-    def node_for(self, key: str) -> Node:
-        """The listener that owns ``key`` (a group, or a topic partition), stable while the
-        set of live listeners is."""
-        nodes = self.live()
-        return nodes[zlib.crc32(key.encode("utf-8")) % len(nodes)]
+    def coordinator(self, group_id: str) -> Node | None:
+        """The listener coordinating ``group_id`` now, as far as this one may tell (None:
+        none may be named now; see cluster_view.py)."""
+        return self.view.coordinator(group_id, time.monotonic())
 
     def leader(self, topic: str, partition: int) -> int:
         """The listener named leader of a partition: round robin from a topic's hash."""
         nodes = self.live()
         return nodes[(zlib.crc32(topic.encode("utf-8")) + partition) % len(nodes)].node_id
 
+    def coordinator_term(self, group_id: str) -> ListenerTerm | None:
+        """This listener's term if it may act as the group's coordinator now, else None."""
+        if self.not_coordinator(group_id):
+            return None
+        started_ms = self.view.started_ms(self.node_id)
+        return None if started_ms is None else ListenerTerm(self.node_id, started_ms, LISTENER_EXPIRY_MS)
+
     def not_coordinator(self, group_id: str) -> bool:
-        return self.node_for(f"group:{group_id}").node_id != self.node_id
+        """Whether this listener may not act as the group's coordinator now."""
+        node = self.coordinator(group_id)
+        return node is None or node.node_id != self.node_id
 
     async def refresh_acls(self) -> None:
         """Read the cluster's ACLs again (when they are enforced)."""
@@ -219,12 +242,13 @@ class KafkaServer:
     async def refresh_nodes(self) -> list[Node]:
         """The brokers Metadata lists, read afresh (the heartbeat's list if the database is
         not answering): the live listeners, then those down for less than LISTENER_LISTED_MS."""
+        read_at = time.monotonic()
         fresh, _ = await self.attempt(self.backend.live_listeners, LISTENER_LISTED_MS)
         if fresh is not None:
-            self._learn_nodes(fresh)
+            self._learn_nodes(fresh, read_at)
         live = self.live()
         ids = {n.node_id for n in live}
-        return live + [n for n in self.listed if n.node_id not in ids]
+        return live + [n for n in self.view.listed if n.node_id not in ids]
 
     async def _sweep(self) -> None:
         """The coordinator's timers, as Kafka's coordinator runs them: a transaction open

@@ -6,6 +6,8 @@ coordinator calls them under the transactional id's lock, after its fencing chec
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..database import Database, Tx
 from ..errors import (
     InvalidProducerEpochError,
@@ -91,23 +93,21 @@ def _insert_segment(
     if allocated is None:
         raise UnknownTopicOrPartitionError(f"topic partition {w.topic}-{w.partition} no longer exists")
     base_offset = int(allocated.high_watermark) - w.record_count
-    tx.execute(
-        "insert_segment", producer_id=ident.producer_id, topic_id=w.topic_id, partition_no=w.partition,
-        base_offset=base_offset, record_count=w.record_count,
-        size_bytes=w.size_bytes, object_key=w.object_key, producer_epoch=ident.epoch,
-        base_sequence=base_sequence, txn_id=txn_id, max_timestamp_ms=w.max_timestamp_ms,
-        schema_version=w.schema_version,
-    )
+    statements: list[tuple[str, dict[str, Any]]] = [("insert_segment", {
+        "producer_id": ident.producer_id, "topic_id": w.topic_id, "partition_no": w.partition,
+        "base_offset": base_offset, "record_count": w.record_count, "size_bytes": w.size_bytes,
+        "object_key": w.object_key, "producer_epoch": ident.epoch, "base_sequence": base_sequence,
+        "txn_id": txn_id, "max_timestamp_ms": w.max_timestamp_ms, "schema_version": w.schema_version})]
     if txn_id is not None:
-        changed = tx.execute(
-            "add_txn_append", txn_id=txn_id, topic_id=w.topic_id, partition_no=w.partition,
-            base_offset=base_offset, last_offset=base_offset + w.record_count - 1,
-            record_count=w.record_count, size_bytes=w.size_bytes,
+        statements.append(("add_txn_append", {
+            "txn_id": txn_id, "topic_id": w.topic_id, "partition_no": w.partition, "base_offset": base_offset,
+            "last_offset": base_offset + w.record_count - 1, "record_count": w.record_count,
+            "size_bytes": w.size_bytes}))
+    changed = tx.execute_batch(statements)  # one round trip; the count is add_txn_append's
+    if txn_id is not None and changed != 1:  # its marker is written: the caller checked the state, so never
+        raise InvalidTxnStateError(
+            f"transaction {txn_id} has ended in {w.topic}-{w.partition}; the append is refused"
         )
-        if changed != 1:  # its marker is written: the caller checked the state, so never
-            raise InvalidTxnStateError(
-                f"transaction {txn_id} has ended in {w.topic}-{w.partition}; the append is refused"
-            )
     return AppendResult(w.topic, w.partition, base_offset, w.record_count, txn_id=txn_id,
                         log_start_offset=int(allocated.log_start_offset))
 

@@ -107,8 +107,17 @@ def fetch_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Buffer:
 def load_segment(store: ObjectStore, segment: PlannedSegment, data: pa.Buffer | None = None,
                  skip: Collection[str] = ()) -> pa.Table:
     """A planned segment decoded and checked against its metadata; ``data``: its object,
-    if fetched already; ``skip``: columns not to decode (:func:`decode_segment`)."""
-    table = decode_segment(fetch_segment(store, segment) if data is None else data, skip)
+    if fetched already; ``skip``: columns not to decode (:func:`decode_segment`).
+    CorruptSegmentError for an object that is missing, cannot be decoded or disagrees with
+    the metadata."""
+    data = fetch_segment(store, segment) if data is None else data
+    try:
+        table = decode_segment(data, skip)
+    except pa.ArrowException as error:  # decoding an object in memory: its bytes are wrong
+        raise CorruptSegmentError(
+            f"segment object {segment.object_key} (offsets {segment.base_offset}.."
+            f"{segment.end_offset - 1}) cannot be decoded ({error}); run `txn-broker fsck`"
+        ) from None
     if table.num_rows != segment.rows:
         raise CorruptSegmentError(
             f"segment object {segment.object_key} holds {table.num_rows} records, "

@@ -16,7 +16,7 @@ from ..database import Database, Tx
 from ..errors import UnknownTopicOrPartitionError
 from ..storage import ObjectStore
 from .partition import READ_COMMITTED, PlannedSegment, plan_segments
-from .projection import project
+from .projection import Projection
 from .reader import load_segment, read_rows, with_metadata
 
 _PLAN_PAGE = 64
@@ -40,6 +40,7 @@ def scan_partition(db: Database, store: ObjectStore, topic_id: int, topic: str, 
     UnknownTopicOrPartitionError for a segment of a version ``schemas`` lacks (the topic
     was altered meanwhile: look it up again)."""
     position = start
+    projections: dict[int, Projection] = {}  # per segment schema version, planned once
     while position < end:
         page = db.read(partial(_plan, topic_id=topic_id, partition=partition, start=position, end=end))
         if not page:
@@ -54,7 +55,11 @@ def scan_partition(db: Database, store: ObjectStore, topic_id: int, topic: str, 
                         raise UnknownTopicOrPartitionError(
                             f"{topic}-{partition}: segment at {segment.base_offset} is of schema version "
                             f"{segment.schema_version}, unknown to this reader; look the topic up again")
-                    rows = project(rows, schemas[segment.schema_version], schemas[version])
+                    projection = projections.get(segment.schema_version)
+                    if projection is None:
+                        projection = projections[segment.schema_version] = Projection(
+                            schemas[segment.schema_version], schemas[version])
+                    rows = projection.apply(rows)
                 if rows.num_rows:
                     yield with_metadata(rows, topic, partition, max(position, segment.base_offset)).drop_columns(
                         ["_topic"])

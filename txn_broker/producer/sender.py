@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import UnknownProducerStateError
 from ..faults import fault_point
-from ..log.segment_writer import build_segment, upload_segments
+from ..log.segment_writer import StagedSegment, stage_segment, write_segments
 from ..log.types import AppendResult, ProducerIdentity, SegmentWrite
 from ..retry import retrying
 from ..storage import ObjectStore
@@ -35,19 +35,20 @@ class SegmentSender:
         self._pool: ThreadPoolExecutor | None = None
         #: uploaded, not yet acknowledged
         self.pending: list[SegmentWrite] = []
-        #: encoded and numbered, but the upload failed: the next flush uploads them again
-        self.unuploaded: list[tuple[SegmentWrite, pa.Buffer]] = []
+        #: numbered, but writing them failed: the next flush writes them again
+        self.unuploaded: list[StagedSegment] = []
         self.next_seq: dict[BufferKey, int] = {}
 
     def upload(self, ident: ProducerIdentity, drained: list[tuple[TopicMeta, int, pa.Table]]) -> None:
-        """Number, encode and upload ``drained``, after the batches whose upload failed
-        before (they hold the lower sequences); on success they are pending registration."""
+        """Number ``drained`` and encode it straight into the store, after the batches
+        whose write failed before (they hold the lower sequences); on success they are
+        pending registration."""
         staged, self.unuploaded = self.unuploaded, []
         for meta, partition, table in drained:
             key = (meta.topic_id, partition)
             seq = self.next_seq.get(key, 0)
             self.next_seq[key] = seq + 1
-            staged.append(build_segment(
+            staged.append(stage_segment(
                 table, topic_id=meta.topic_id, topic=meta.name, partition=partition,
                 compression=meta.compression, base_sequence=seq, schema_version=meta.schema_version,
                 name=f"{ident.producer_id}-{ident.epoch}-{seq}-{uuid.uuid4().hex[:12]}"))
@@ -56,11 +57,11 @@ class SegmentSender:
         if len(staged) > 1 and self._pool is None:
             self._pool = ThreadPoolExecutor(self._upload_threads, "txn-broker-upload")
         try:
-            upload_segments(self._store, staged, self._pool, self._budget_ms)
+            written = write_segments(self._store, staged, self._pool, self._budget_ms)
         except BaseException:
-            self.unuploaded = staged  # a retried flush or commit uploads them again
+            self.unuploaded = staged  # a retried flush or commit writes them again
             raise
-        self.pending.extend(w for w, _ in staged)
+        self.pending.extend(written)
         fault_point("produce.after_upload")
 
     def register(self, append: Callable[[list[SegmentWrite]], list[AppendResult]]) -> list[AppendResult]:
@@ -92,7 +93,7 @@ class SegmentSender:
         """Before dropping unacknowledged uploads (abort), learn which were registered after
         all (``registered(object_key)``), so no sequence number is ever reused for different
         data."""
-        for w, _ in self.unuploaded:  # never registered: their sequence numbers are free
+        for w in (s.write for s in self.unuploaded):  # never registered: their sequence numbers are free
             key = (w.topic_id, w.partition)
             self.next_seq[key] = min(self.next_seq.get(key, 0), w.base_sequence)
         self.unuploaded = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -57,6 +58,16 @@ class ObjectStore(Protocol):
 
     def put(self, key: str, data: ObjectData) -> None:
         """Store ``data`` under ``key``, replacing nothing partially. Idempotent for equal data."""
+
+    def writer(self, key: str) -> AbstractContextManager[pa.NativeFile]:
+        """A writable Arrow file whose bytes become the object ``key`` when the ``with``
+        block ends without an exception, atomically and durably as ``put`` stores one (a
+        local store writes a temporary file in place, fsyncs and renames it; S3 buffers the
+        bytes and puts them). If the block raises, nothing becomes visible and the
+        temporary data is removed; a process killed meanwhile leaves at most a temporary
+        file under the object's directory, which ``list`` reports like any object, so the
+        orphan gc removes it. What lets an encoder write straight into the object instead of
+        building it in memory first."""
 
     def get(self, key: str) -> bytes:
         """The whole object as bytes; ObjectNotFoundError if absent."""

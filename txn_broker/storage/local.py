@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,33 +44,46 @@ class LocalObjectStore:
         return Path(self._file(key))
 
     def put(self, key: str, data: ObjectData) -> None:
+        with self.writer(key) as sink:
+            sink.write(data)
+
+    @contextmanager
+    def writer(self, key: str) -> Iterator[pa.NativeFile]:
+        """The object's temporary file, opened for writing in its directory; on a clean
+        exit fsynced, closed and renamed into place (a reader sees the whole object or
+        none), on an exception closed and removed."""
         path = self._file(key)
         directory, name = os.path.split(path)
         tmp = os.path.join(directory, f"{_TMP}{uuid.uuid4().hex}-{name}")
         try:
-            if directory not in self._directories:
-                os.makedirs(directory, exist_ok=True)
-                self._directories.add(directory)
-            try:
-                self._write(tmp, data)
-            except FileNotFoundError:  # the directory was removed since: make it again
-                os.makedirs(directory, exist_ok=True)
-                self._write(tmp, data)
-            os.replace(tmp, path)
+            sink = self._open(directory, tmp)
         except OSError as error:
+            raise StorageUnavailableError(f"cannot write {path}: {error.strerror or error}") from error
+        try:
+            with sink:
+                yield sink
+                os.fsync(sink.fileno())  # durable before it is visible under its key
+            os.replace(tmp, path)
+        except BaseException as error:
             try:
                 os.unlink(tmp)
-            except OSError:  # never written, or the directory itself is the problem
+            except OSError:  # the directory itself is the problem
                 pass
-            raise StorageUnavailableError(f"cannot write {path}: {error.strerror}") from error
+            if isinstance(error, OSError):
+                raise StorageUnavailableError(f"cannot write {path}: {error.strerror or error}") from error
+            raise
 
-    @staticmethod
-    def _write(path: str, data: ObjectData) -> None:
-        """Write ``path`` and make its contents durable (fsync) before it is renamed."""
-        with open(path, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    def _open(self, directory: str, tmp: str) -> pa.NativeFile:
+        """``tmp`` opened for writing, its directory made first if this store has not made
+        or seen it, or if it was removed since."""
+        if directory not in self._directories:
+            os.makedirs(directory, exist_ok=True)
+            self._directories.add(directory)
+        try:
+            return pa.OSFile(tmp, "wb")
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
+            return pa.OSFile(tmp, "wb")
 
     def get(self, key: str) -> bytes:
         try:

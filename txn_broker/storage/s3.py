@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
@@ -175,6 +176,15 @@ class S3ObjectStore:
             self._call(lambda: client.put_object(**request))
         except (ClientError, BotoCoreError) as error:
             raise self._fail("put", key, error) from None
+
+    @contextmanager
+    def writer(self, key: str) -> Iterator[pa.NativeFile]:
+        """An in-memory buffer, put as the object when the block ends without an
+        exception (an S3 object appears whole when its PUT completes; nothing is sent
+        otherwise)."""
+        sink = pa.BufferOutputStream()
+        yield sink
+        self.put(key, sink.getvalue())
 
     def get(self, key: str) -> bytes:
         client = self._client

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from .. import codec
 from ..authorizer import Authorizer, Operation, Principal, ResourceType
-from ..backend import AclStore, KafkaBackend, Node, PreparedProduce
+from ..backend import AclStore, KafkaBackend, ListenerTerm, Node, PreparedProduce
 from ..fetch_sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..security import SaslSession
@@ -40,7 +40,13 @@ class Listener(Protocol):
 
     def leader(self, topic: str, partition: int) -> int: ...
 
-    def node_for(self, key: str) -> Node: ...
+    def coordinator_term(self, group_id: str) -> ListenerTerm | None:
+        """This listener's term if it may act as the group's coordinator now, else None."""
+        ...
+
+    def coordinator(self, group_id: str) -> Node | None:
+        """The listener coordinating the group now (None: none may be named now)."""
+        ...
 
     def self_node(self) -> Node: ...
 

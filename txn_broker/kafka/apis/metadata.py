@@ -69,15 +69,24 @@ def _may_auto_create(server: Listener, ctx: RequestContext, req: Any, name: str)
 
 
 async def find_coordinator(server: Listener, ctx: RequestContext, req: Any) -> Payload:
-    # a group's membership lives in one listener; any listener coordinates transactions
+    # a group's membership lives in one listener, named from the cluster read afresh (or,
+    # while none may be named, COORDINATOR_NOT_AVAILABLE: the client asks again); any
+    # listener coordinates transactions
     key_type = int(getattr(req, "key_type", 0))
     resource = ResourceType.GROUP if key_type == 0 else ResourceType.TRANSACTIONAL_ID
+    none = {"throttle_time": 0, "error_message": None, "node_id": -1, "host": "", "port": -1}
     if not allows(server, ctx, Operation.DESCRIBE, resource, req.key):
         code = ErrorCode.group_authorization_failed if key_type == 0 else \
             ErrorCode.transactional_id_authorization_failed
-        return {"throttle_time": 0, "error_code": code, "error_message": None, "node_id": -1, "host": "",
-                "port": -1}
-    node = node_entry(server.node_for(f"group:{req.key}") if key_type == 0 else server.self_node())
+        return {**none, "error_code": code}
+    if key_type == 0:
+        await server.refresh_nodes()
+        found = server.coordinator(req.key)
+        if found is None:
+            return {**none, "error_code": ErrorCode.coordinator_not_available}
+        node = node_entry(found)
+    else:
+        node = node_entry(server.self_node())
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "node_id": node["node_id"], "host": node["host"], "port": node["port"]}
 

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from ...models import OffsetAndMetadata
 from ...states import is_open
 from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..backend import ListenerTerm
 from ..errors import error_code
 from .base import Api, Listener, Payload, RequestContext, allows
 from .offsets import committed_value
@@ -71,18 +72,21 @@ async def add_offsets_to_txn(server: Listener, ctx: RequestContext, req: Any) ->
     return {"throttle_time": 0, "error_code": code}
 
 
-def _member_refused(server: Listener, req: Any) -> ErrorCode | None:
+def _member_refused(server: Listener, req: Any) -> tuple[ErrorCode | None, ListenerTerm | None]:
     """A TxnOffsetCommit sent with a group member's metadata (v3+) is checked by the group's
-    coordinator against the group's members and generation (KIP-447)."""
+    coordinator against the group's members and generation (KIP-447): the code refusing it
+    (None: accepted), and the coordinator's term the check holds in (the offsets are staged
+    only if that term still holds then)."""
     generation = int(getattr(req, "generation_id", -1))
     member_id = getattr(req, "member_id", "") or ""
     instance_id = getattr(req, "group_instance_id", None)
     if generation < 0 and not member_id and not instance_id:
-        return None
-    if server.not_coordinator(req.group_id):
-        return ErrorCode.not_coordinator
+        return None, None
+    term = server.coordinator_term(req.group_id)
+    if term is None:
+        return ErrorCode.not_coordinator, None
     code = server.groups.check_txn_member(req.group_id, member_id, generation, instance_id)
-    return None if code == ErrorCode.none else code
+    return (None if code == ErrorCode.none else code), term
 
 
 async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payload:
@@ -91,8 +95,9 @@ async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> 
     refused = TID_REFUSED if not _may_write(server, ctx, req.transactional_id) else (
         ErrorCode.group_authorization_failed if not allows(server, ctx, Operation.READ, ResourceType.GROUP,
                                                            req.group_id) else None)
+    term = None
     if refused is None:
-        refused = _member_refused(server, req)
+        refused, term = _member_refused(server, req)
     for t in req.topics:
         topic_refused = not allows(server, ctx, Operation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
@@ -103,7 +108,8 @@ async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> 
             offsets[key] = committed_value(p)
     if offsets:
         failed, code = await server.attempt(server.backend.txn_offset_commit, req.transactional_id,
-                                            int(req.producer_id), int(req.producer_epoch), req.group_id, offsets)
+                                            int(req.producer_id), int(req.producer_epoch), req.group_id, offsets,
+                                            term)
         for key in offsets:
             codes[key] = code if failed is None else error_code(failed[key]) if key in failed else ErrorCode.none
     return {"throttle_time": 0, "topics": [
