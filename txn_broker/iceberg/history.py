@@ -1,6 +1,6 @@
 """Expiring a topic table's old snapshots (imports pyiceberg).
 
-The topic configs ``iceberg.snapshot.max.age.ms`` (default 5 days) and
+The topic configs ``iceberg.snapshot.max.age.ms`` (default 15 minutes) and
 ``iceberg.snapshot.min.keep`` (default 1) are Iceberg's
 ``history.expire.max-snapshot-age-ms`` and ``history.expire.min-snapshots-to-keep``: a
 snapshot older than the maximum age is removed from the table's metadata, except the
