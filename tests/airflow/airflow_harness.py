@@ -217,8 +217,22 @@ class AirflowServices:
             if result:
                 return result
             time.sleep(interval)
-        logs = "\n".join(f"--- {n} ---\n{self.log_tail(n)}" for n in self.procs)
-        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
+        logs = "\n".join(f"--- {n} ---\n{self.log_tail(n, 200)}" for n in self.procs)
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{self._state()}\n{logs}")
+
+    def _state(self) -> str:
+        """The DAG runs, task instances and asset events as the metadata database has them
+        (what a timed-out wait was waiting on)."""
+        try:
+            runs = self.query("SELECT dag_id, run_id, state FROM dag_run ORDER BY id")
+            tasks = self.query("SELECT dag_id, run_id, task_id, state, try_number FROM task_instance")
+            events = self.query("SELECT e.id, a.uri, e.timestamp, e.extra FROM asset_event e "
+                                "JOIN asset a ON a.id = e.asset_id ORDER BY e.id")
+        except sa.exc.SQLAlchemyError as error:
+            return f"(the metadata database could not be read: {error})"
+        lines = ["--- dag runs ---", *map(str, runs), "--- task instances ---", *map(str, tasks),
+                 "--- asset events ---", *map(str, events)]
+        return "\n".join(lines)
 
     def stop(self) -> None:
         """SIGTERM each component's process group (it includes the task processes it
