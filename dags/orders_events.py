@@ -40,8 +40,10 @@ SOURCE, OUTPUT, GROUP = "orders_raw", "orders_accepted", "orders_events.accept"
 # the topics' shapes live with the Spark stages (spark_apps/pipeline.py)
 TOPICS = pipeline_topics(spark_apps_dir(__file__), [SOURCE, OUTPUT])
 POLL_INTERVAL = float(os.environ.get("TXN_BROKER_EVENTS_POLL_INTERVAL", "5"))
+REANNOUNCE_AFTER = float(os.environ.get("TXN_BROKER_EVENTS_REANNOUNCE_AFTER", "60"))
 
-committed_orders = committed_records_asset([SOURCE], GROUP, poll_interval=POLL_INTERVAL)
+committed_orders = committed_records_asset([SOURCE], GROUP, poll_interval=POLL_INTERVAL,
+                                           reannounce_after=REANNOUNCE_AFTER)
 
 with DAG(
     dag_id="orders_events",

@@ -114,17 +114,19 @@ def iceberg_outlet_topics(outlets: list[Any], txn_broker_conn_id: str) -> list[s
 
 
 def committed_records_asset(topics: list[str] | tuple[str, ...], group_id: str,
-                            txn_broker_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0) -> Asset:
+                            txn_broker_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
+                            reannounce_after: float = 60.0) -> Asset:
     """An Asset that gets an event whenever committed records appear on ``topics`` past
     ``group_id``'s committed offsets (``CommittedRecordsEventTrigger``): schedule a DAG on it
     and let its task process the ranges (``event_ranges.process_ranges``) for ``group_id``.
     URI ``txn-committed://<conn>/<topic>[,<topic>...]/<group>``: distinct from the topics'
-    own ``txn-topic`` assets, so a producing task's outlet event never starts the DAG."""
+    own ``txn-topic`` assets, so a producing task's outlet event never starts the DAG.
+    ``reannounce_after``: see the trigger's "Re-announcing" (seconds; 0 turns it off)."""
     from .triggers.committed_records import CommittedRecordsEventTrigger
 
     names = [validate_topic_name(t) for t in topics]
     trigger = CommittedRecordsEventTrigger(topics=names, group_id=group_id, txn_broker_conn_id=txn_broker_conn_id,
-                                           poll_interval=poll_interval)
+                                           poll_interval=poll_interval, reannounce_after=reannounce_after)
     joined = ",".join(names)
     return Asset(uri=f"{COMMITTED_SCHEME}://{txn_broker_conn_id}/{joined}/{group_id}", group="txn_topic",
                  watchers=[AssetWatcher(name=f"{group_id}.committed", trigger=trigger)])

@@ -12,7 +12,7 @@ whose ``scheme_matches(scheme)`` (or, deprecated, ``queue_matches(queue)``) is t
 and run :class:`~txn_broker_airflow.triggers.committed_records.CommittedRecordsEventTrigger`
 (``MessageQueueTrigger.serialize()`` returns the inner trigger's, so the triggerer runs ours).
 The queue URI is ``txn_broker://<connection id>/<topic>[,<topic>...]?group_id=<group>
-[&poll_interval=<seconds>]``.
+[&poll_interval=<seconds>][&reannounce_after=<seconds>]``.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def parse_queue_uri(queue: str) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"topics": topics, "group_id": query["group_id"]}
     if parts.netloc:
         kwargs["txn_broker_conn_id"] = unquote(parts.netloc)
-    if "poll_interval" in query:
-        kwargs["poll_interval"] = float(query["poll_interval"])
+    for name in ("poll_interval", "reannounce_after"):
+        if name in query:
+            kwargs[name] = float(query[name])
     return kwargs
 
 

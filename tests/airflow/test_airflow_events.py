@@ -157,6 +157,65 @@ def test_trigger_announces_committed_ranges_only_and_processing_is_exactly_once(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_trigger_announces_again_what_no_run_committed(backend, airflow_env) -> None:  # type: ignore[no-untyped-def]
+    """An event Airflow's scheduler left unconsumed (the trigger's "Re-announcing"): after
+    ``reannounce_after`` seconds with no new event and the group's offsets unchanged, the
+    ranges still above them are announced again, once per quiet period; not while a run's
+    commits move the offsets, never with ``reannounce_after=0``."""
+    import time
+
+    from txn_broker_airflow.event_ranges import ranges_from_payload
+    from txn_broker_airflow.triggers.committed_records import CommittedRecordsEventTrigger
+
+    with pytest.raises(ValueError, match="reannounce_after"):
+        CommittedRecordsEventTrigger(topics=[SOURCE], group_id=GROUP, reannounce_after=-1)
+    quiet = 0.4
+    with backend.connect() as broker:
+        setup_topics(broker)
+        trigger = CommittedRecordsEventTrigger(topics=[SOURCE], group_id=GROUP, reannounce_after=quiet)
+        never = CommittedRecordsEventTrigger(topics=[SOURCE], group_id=GROUP, reannounce_after=0)
+        produce(broker, "gen.a", orders(0, 20))
+        first = trigger.poll_once(broker)
+        assert first is not None and never.poll_once(broker) is not None
+        produce(broker, "gen.b", orders(20, 20))
+        second = trigger.poll_once(broker)
+        assert second is not None and never.poll_once(broker) is not None
+        # the scheduler's run consumed only the first event
+        assert process(broker, [first])["records_in"] == 20
+
+        assert trigger.poll_once(broker) is None  # the quiet period begins
+        assert trigger.poll_once(broker) is None
+        time.sleep(quiet + 0.1)
+        again = trigger.poll_once(broker)
+        assert again is not None
+        _, left = ranges_from_payload(again)
+        _, announced = ranges_from_payload(second)
+        assert {(r.tp, r.end) for r in left} == {(r.tp, r.end) for r in announced}
+        assert trigger.poll_once(broker) is None  # once per quiet period: a new one begins
+        time.sleep(quiet + 0.1)
+        assert trigger.poll_once(broker) is not None  # still nothing committed: announced again
+        time.sleep(quiet + 0.1)
+        assert never.poll_once(broker) is None  # turned off
+
+        out = process(broker, [again])
+        assert out["outcome"] == "committed" and out["records_in"] == 20
+        time.sleep(quiet + 0.1)
+        assert trigger.poll_once(broker) is None  # the offsets moved: a new quiet period
+        time.sleep(quiet + 0.1)
+        assert trigger.poll_once(broker) is None  # everything announced is committed
+
+        # while runs keep committing, nothing is announced again
+        produce(broker, "gen.c", orders(40, 10))
+        produce_more = trigger.poll_once(broker)
+        assert produce_more is not None
+        produce(broker, "gen.d", orders(50, 10))
+        assert trigger.poll_once(broker) is not None
+        assert trigger.poll_once(broker) is None
+        process(broker, [produce_more])
+        time.sleep(quiet + 0.1)
+        assert trigger.poll_once(broker) is None  # the offsets moved since the quiet period began
+
+
 def test_trigger_runs_as_an_event_trigger(backend, airflow_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``run()`` keeps yielding one event per new batch (it is not a one-shot trigger)."""
     from airflow.triggers.base import BaseEventTrigger
@@ -199,11 +258,12 @@ def test_message_queue_trigger_resolves_the_txn_broker_scheme(airflow_env) -> No
     classpath, kwargs = by_scheme.serialize()
     assert classpath == "txn_broker_airflow.triggers.committed_records.CommittedRecordsEventTrigger"
     assert kwargs == {"topics": [SOURCE], "group_id": GROUP, "txn_broker_conn_id": "txn_broker_default",
-                      "poll_interval": 2.0}
+                      "poll_interval": 2.0, "reannounce_after": 60.0}
     with pytest.warns(Warning, match="deprecated"):
-        by_uri = MessageQueueTrigger(queue=f"txn_broker://other_conn/{SOURCE},more?group_id=g&poll_interval=3")
+        by_uri = MessageQueueTrigger(
+            queue=f"txn_broker://other_conn/{SOURCE},more?group_id=g&poll_interval=3&reannounce_after=0")
     assert by_uri.serialize()[1] == {"topics": [SOURCE, "more"], "group_id": "g", "txn_broker_conn_id": "other_conn",
-                                     "poll_interval": 3.0}
+                                     "poll_interval": 3.0, "reannounce_after": 0.0}
     with pytest.raises(ValueError, match="group_id"):
         parse_queue_uri("txn_broker://c/t")
 
@@ -267,6 +327,9 @@ def test_scheduler_runs_orders_events_exactly_once_across_a_triggerer_kill(backe
         **backend.env,
         "TXN_BROKER_HOME": str(tmp_path / "broker_home"),
         "TXN_BROKER_EVENTS_POLL_INTERVAL": "1",
+        # an event Airflow's scheduler leaves unconsumed (the trigger's "Re-announcing") is
+        # announced again after 10 s, within the waits below
+        "TXN_BROKER_EVENTS_REANNOUNCE_AFTER": "10",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
         # the restarted triggerer takes over the killed one's triggers 5 s after its last heartbeat

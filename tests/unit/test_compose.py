@@ -98,6 +98,8 @@ NOT_FOR_THE_STACK = {
                                      "under a scheduler each task is its own process",
     "TXN_BROKER_EVENTS_POLL_INTERVAL": "the orders_events example's watcher interval; its default (5 s) suits "
                                        "the stack, tests shorten it",
+    "TXN_BROKER_EVENTS_REANNOUNCE_AFTER": "the orders_events example's re-announcement delay; its default (60 s) "
+                                          "suits the stack, tests shorten it",
 }
 NEVER_SET = {"TXN_BROKER_FAULTS", "TXN_BROKER_FAULTS_KILL_RATE", "TXN_BROKER_FAULTS_SEED"}
 

@@ -26,11 +26,22 @@ After a triggerer restart it starts again from the group's committed offsets, so
 whose run has not committed yet are announced again; the run makes that harmless (see
 :mod:`txn_broker_airflow.event_ranges`). Records of open transactions (at or past the LSO)
 and of aborted ones (never read read_committed) never cause an event.
+
+**Re-announcing.** Airflow's scheduler can leave an asset event unconsumed: a run takes
+the events up to the moment the DAG's queue entry was made and deletes the entry, so an
+event of the same asset saved between those two steps waits for the asset's next event.
+At the end of a stream there is none, and the last ranges would wait until new records
+arrive. So when ``reannounce_after`` seconds pass with no new event and with the group's
+committed offsets unchanged since the last event, while some announced range is still
+above them, the trigger announces again from the group's committed offsets (once per such
+quiet period). A run then processes what is left; if a slow run commits it first, the extra
+run finds it committed and does nothing. ``reannounce_after=0`` turns this off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,7 +50,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from txn_broker import validate_id, validate_topic_name
 from txn_broker.errors import TxnBrokerError
 
-from ..event_ranges import event_payload, find_new_ranges
+from ..event_ranges import OffsetRange, event_payload, find_new_ranges
 
 
 class CommittedRecordsEventTrigger(BaseEventTrigger):
@@ -52,7 +63,7 @@ class CommittedRecordsEventTrigger(BaseEventTrigger):
     (Airflow logs it; the asset gets no event)."""
 
     def __init__(self, topics: list[str], group_id: str, txn_broker_conn_id: str = "txn_broker_default",
-                 poll_interval: float = 5.0) -> None:
+                 poll_interval: float = 5.0, reannounce_after: float = 60.0) -> None:
         super().__init__()
         if isinstance(topics, str) or not topics:
             raise ValueError("topics must be a non-empty list of topic names")
@@ -60,13 +71,21 @@ class CommittedRecordsEventTrigger(BaseEventTrigger):
         self.group_id = validate_id("group id", group_id)
         self.txn_broker_conn_id = txn_broker_conn_id
         self.poll_interval = float(poll_interval)
+        self.reannounce_after = float(reannounce_after)
+        if self.reannounce_after < 0:
+            raise ValueError("reannounce_after must be 0 (never) or a number of seconds")
         #: (topic, partition) -> end of the last range announced (or skipped) in this process
         self._cursor: dict[tuple[str, int], int] = {}
+        #: (topic, partition) -> end of the last range announced in this process (not skipped)
+        self._announced: dict[tuple[str, int], int] = {}
+        #: the group's committed offsets when the quiet period began, and when it began
+        self._quiet: tuple[dict[tuple[str, int], int], float] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "topics": self.topics, "group_id": self.group_id,
             "txn_broker_conn_id": self.txn_broker_conn_id, "poll_interval": self.poll_interval,
+            "reannounce_after": self.reannounce_after,
         })
 
     def poll_once(self, broker: Any) -> dict[str, Any] | None:
@@ -79,11 +98,42 @@ class CommittedRecordsEventTrigger(BaseEventTrigger):
         except UnknownTopicOrPartitionError as error:  # not created yet: nothing committed there
             self.log.info("waiting for the topics to exist: %s", error)
             return None
+        if not ranges and self.reannounce_after > 0 and self._announced:
+            ranges = self._reannounce(broker)
         if not ranges:
             return None
         for r in ranges:
-            self._cursor[r.tp] = r.end
+            self._cursor[r.tp] = self._announced[r.tp] = r.end
+        self._quiet = None
         return event_payload(self.group_id, self.topics, ranges)
+
+    def _reannounce(self, broker: Any) -> list[OffsetRange]:
+        """The ranges to announce again (module docstring, "Re-announcing"), or none. The
+        quiet period starts at the first poll after an event that finds nothing new, and
+        starts again whenever the group's committed offsets move."""
+        from txn_broker import TopicPartition
+
+        now = time.monotonic()
+        partitions = [TopicPartition(t, p) for t, p in self._announced]
+        committed = {(tp.topic, tp.partition): offset or 0
+                     for tp, offset in broker.committed_offsets(self.group_id, partitions).items()}
+        if self._quiet is None or self._quiet[0] != committed:
+            self._quiet = (committed, now)
+            return []
+        if now - self._quiet[1] < self.reannounce_after:
+            return []
+        behind = [tp for tp, end in self._announced.items() if committed.get(tp, 0) < end]
+        self._quiet = (committed, now)  # at most once per quiet period
+        if not behind:
+            return []
+        for tp in behind:
+            self._cursor.pop(tp, None)
+        ranges = find_new_ranges(broker, self.topics, self.group_id, self._cursor)
+        if ranges:
+            self.log.warning("no run has committed %s for %.0f s since they were announced: announcing again from "
+                             "the group's committed offsets", ", ".join(f"{t}-{p}" for t, p in behind),
+                             self.reannounce_after)
+        return ranges
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from ..hooks.txn_broker import TxnBrokerHook
