@@ -407,3 +407,35 @@ def test_small_file_check_reads_no_manifest_while_no_group_is_possible(backend):
     assert not could_rewrite(table, target_bytes=size * 10)  # 2 files, far below the target
     assert could_rewrite(table, target_bytes=size)  # together about the target: a group may be due
     broker.close()
+
+
+def test_small_files_with_another_writers_delete_files_are_left_alone(backend):
+    """The publisher writes no delete files; an engine that does (Spark, Trino: position
+    deletes) removes rows the data files still hold. A rewrite reads data files whole, so
+    it would bring those rows back: a table with delete files is not rewritten, and the
+    rows stay deleted while publishing goes on."""
+    from _iceberg_foreign import add_position_deletes
+
+    from txn_broker.iceberg.small_files import MIN_INPUTS, partition_files
+
+    broker = backend.connect()
+    create(broker)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    for amount in range(1, MIN_INPUTS):  # one file short of a rewrite per partition
+        transfer(bank, amount)
+        assert broker.publish_iceberg()[0].rewritten_groups == 0
+    table = broker.iceberg_table(TOPIC)
+    first = partition_files(table)[0][0]
+    table = add_position_deletes(table, first, [0])
+    deleted = (0, 0, "acct", -1)  # partition 0's first row: the debit of the first transfer
+    assert deleted in committed_rows(broker) and deleted not in table_rows(table)
+
+    transfer(bank, MIN_INPUTS)
+    result = broker.publish_iceberg()[0]
+    assert result.snapshot_id is not None and result.rewritten_groups == 0
+    table = table.refresh()
+    assert len(partition_files(table)[0]) == MIN_INPUTS  # the group a rewrite would have merged
+    rows = table_rows(table)
+    assert deleted not in rows and sorted([*rows, deleted]) == committed_rows(broker)
+    broker.close()

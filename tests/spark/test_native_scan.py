@@ -200,3 +200,34 @@ def test_s3a_settings_come_from_the_explicit_storage_options_only() -> None:
     with_token = s3a_options({"aws_session_token": "t", "addressing_style": "virtual"})
     assert with_token["fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
     assert with_token["fs.s3a.path.style.access"] == "false"
+
+
+def test_a_table_another_writer_changed_is_read_through_the_source(spark, backend, broker, topic, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The table stands for the topic only while the publisher alone writes it: after
+    another writer's delete (pyiceberg's, which rewrites data files, or an engine's
+    position delete file) the read goes through the source, says why, and is still the
+    topic's read, record by record."""
+    from _iceberg_foreign import add_position_deletes
+
+    from txn_broker.iceberg.catalog import TOPIC_ID_PROPERTY
+    from txn_broker.iceberg.small_files import partition_files
+
+    caplog.set_level("INFO", logger="txn_broker.spark")
+    broker.publish_iceberg()
+    table = broker.iceberg_table("t")
+    topic_id = table.current_snapshot().summary.additional_properties[TOPIC_ID_PROPERTY]
+
+    # delete files, even in a snapshot that names the topic
+    add_position_deletes(table, partition_files(table)[0][0], [0, 1], {TOPIC_ID_PROPERTY: topic_id})
+    df = ts.read(spark, broker, topic="t")
+    assert "FileScan parquet" not in plan(df)
+    assert same_read(df, source_read(spark, broker)) == 70
+    assert any("has delete files" in r.getMessage() for r in caplog.records)
+
+    # a snapshot the publisher did not write: pyiceberg's delete rewrites the data files
+    table.refresh().delete("id < 10")
+    caplog.clear()
+    df = ts.read(spark, broker, topic="t")
+    assert "FileScan parquet" not in plan(df)
+    assert same_read(df, source_read(spark, broker)) == 70
+    assert any("snapshot the publisher did not write" in r.getMessage() for r in caplog.records)

@@ -61,7 +61,7 @@ from ..log.partition import partition_offsets
 from ..log.scan import scan_partition
 from ..storage import ObjectStore
 from ..topics import TopicMeta, Topics
-from .catalog import catalog_call, catalog_error, ensure_table, open_catalog
+from .catalog import TOPIC_ID_PROPERTY, catalog_call, catalog_error, ensure_table, open_catalog
 from .evolution import evolve_table, table_schema_version
 from .files import WrittenFile, conform, write_data_file
 from .schema import table_schema
@@ -298,7 +298,7 @@ class Publisher:
         if not expired:
             return 0
         properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
-                      "txn-broker.topic-id": str(meta.topic_id), "txn-broker.retention": "expired"}
+                      TOPIC_ID_PROPERTY: str(meta.topic_id), "txn-broker.retention": "expired"}
 
         def commit() -> bool:
             try:
@@ -330,7 +330,7 @@ class Publisher:
         if table.current_snapshot() is None:
             return 0
         properties = {OFFSETS_PROPERTY: offsets_summary(published_offsets(table)),
-                      "txn-broker.topic-id": str(meta.topic_id)}
+                      TOPIC_ID_PROPERTY: str(meta.topic_id)}
         return catalog_call(lambda: rewrite_small_files(table, schema, int(meta.config["iceberg.target.file.bytes"]),
                                                         properties), f"rewrite small files of {table.name()}")
 
@@ -400,7 +400,7 @@ class Publisher:
     def _commit(self, table: Table, meta: TopicMeta, written: list[WrittenFile], offsets: dict[int, int]) -> int:
         from .transaction import transaction
 
-        properties = {"txn-broker.offsets": offsets_summary(offsets), "txn-broker.topic-id": str(meta.topic_id)}
+        properties = {OFFSETS_PROPERTY: offsets_summary(offsets), TOPIC_ID_PROPERTY: str(meta.topic_id)}
         with transaction(table) as txn:
             with txn.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for f in written:

@@ -187,11 +187,22 @@ def could_rewrite(table: Table, target_bytes: int) -> bool:
     return int(files) >= MIN_INPUTS or int(size) >= NEAR_TARGET * target_bytes
 
 
+def has_delete_files(table: Table) -> bool:
+    """Whether the table's current snapshot has delete manifests (position or equality
+    deletes, which only another writer adds)."""
+    from pyiceberg.manifest import ManifestContent
+
+    snapshot = table.current_snapshot()
+    return snapshot is not None and any(m.content == ManifestContent.DELETES for m in snapshot.manifests(table.io))
+
+
 def rewrite_small_files(table: Table, schema: pa.Schema, target_bytes: int, properties: dict[str, str]) -> int:
     """Rewrite the table's groups of small files (module docstring); returns how many
     groups were swapped in. Stops at the first refused swap (the table changed: the next
-    publish plans again)."""
-    if not could_rewrite(table, target_bytes):
+    publish plans again). A table with delete files (another writer's: the publisher writes
+    none) is left alone: a rewrite reads data files whole, and would bring back the rows
+    those delete files remove."""
+    if not could_rewrite(table, target_bytes) or has_delete_files(table):
         return 0
     done = 0
     for partition, files in sorted(partition_files(table).items()):

@@ -15,8 +15,11 @@ The table is used only when it can be read as the source reads: read_committed, 
 with a snapshot, and one schema, equal to the one the topic is read in (a table whose
 schema evolved holds files in older schemas, which the source projects by its own rules
 (defaults of added columns among them) and Spark's Parquet reader would not; such a read
-goes through the source). Anything else, or a catalog that does not answer, plans the
-whole read through the source.
+goes through the source). The table must also still be the publisher's alone: if another
+engine wrote to it (a retained snapshot whose summary lacks ``txn-broker.topic-id``, such as
+pyiceberg's or Spark's delete, overwrite or append, or delete files in the current snapshot),
+its files no longer hold exactly the topic's records, and the read goes through the source.
+Anything else, or a catalog that does not answer, plans the whole read through the source.
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ def _table_scan(broker: Broker, meta: TopicMeta, ranges: list[OffsetRange], vers
         return None
     schema = table_schema(meta.schema_at(version))
     _check_schema(table, schema)
+    _check_writers(table)
     published = published_offsets(table)
     by_partition = partition_files(table)  # the current snapshot's files, offset order
     native: list[OffsetRange] = []
@@ -153,6 +157,27 @@ def _check_schema(table: Table, schema: pa.Schema) -> None:
                            "source, which projects them by the topic's rules)")
     if pyarrow_to_schema(schema).as_struct() != table.schema().as_struct():
         raise _NotReadable("its Iceberg table's schema is not the one the topic is read in")
+
+
+def _check_writers(table: Table) -> None:
+    """_NotReadable unless every retained snapshot from the current one back was written by
+    the publisher (its summary names the topic id) and the current one has no delete files."""
+    from ..iceberg.catalog import TOPIC_ID_PROPERTY
+    from ..iceberg.small_files import has_delete_files
+
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        summary = snapshot.summary
+        if summary is None or TOPIC_ID_PROPERTY not in summary.additional_properties:
+            operation = summary.operation.value if summary is not None else "unknown"
+            raise _NotReadable(f"its Iceberg table has a snapshot the publisher did not write (snapshot "
+                               f"{snapshot.snapshot_id}, operation {operation}): another writer changed the table, "
+                               "so its files no longer stand for the topic")
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    if has_delete_files(table):
+        raise _NotReadable("its Iceberg table has delete files, which the publisher never writes: another writer "
+                           "deleted rows, so its files no longer stand for the topic")
 
 
 def _offset_bounds(data_file: object) -> tuple[int, int] | None:
