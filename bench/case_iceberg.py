@@ -6,8 +6,10 @@
   snapshot), against pyarrow writing the very same rows, already in memory and conformed
   to the table's schema, as the same Parquet files (zstd, same row groups) to the same
   storage through the table's own file IO. Each repetition publishes a fresh topic.
-  Target: ratio ≥ 0.8. The same publish with ``iceberg.publish.threads=2`` (two
-  partitions read and written at once) is reported beside it, without a target.
+  The publish runs with the topic's default ``iceberg.publish.threads`` (2: two partitions
+  read and written at once; pyarrow writes the files one after another, as a user's loop
+  would). Target: ratio ≥ 0.8. The same publish with one thread is reported beside it,
+  without a target.
 * **Commit-to-visible lag**: a steady transactional workload (a transaction of 10
   records over 2 partitions every 100 ms for ``iceberg_lag_seconds``) while
   ``txn-broker iceberg run`` publishes at its default interval in its own process; a
@@ -29,6 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from txn_broker.topic_configs import TOPIC_CONFIGS
+
 from .harness import CaseResult, Target, interleaved, latency_figure, throughput_ratio, timed
 from .servers import Backend
 from .sizes import Sizes
@@ -41,11 +45,13 @@ SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary())])
 LAG_SCHEMA = pa.schema([("n", pa.int64()), ("note", pa.string())])
 
 
-def _fill(broker: Any, mb: int, threads: int = 1) -> str:
+def _fill(broker: Any, mb: int, threads: int | None = None) -> str:
+    """A fresh topic holding ``mb`` MB; ``threads``: its iceberg.publish.threads (None: the default)."""
     topic = unique("c13")
-    broker.create_topic(topic, partitions=PARTITIONS, schema=SCHEMA,
-                        config={"iceberg.enabled": "true", "iceberg.target.file.bytes": str(1 << 30),
-                                "iceberg.publish.threads": str(threads)})
+    config = {"iceberg.enabled": "true", "iceberg.target.file.bytes": str(1 << 30)}
+    if threads is not None:
+        config["iceberg.publish.threads"] = str(threads)
+    broker.create_topic(topic, partitions=PARTITIONS, schema=SCHEMA, config=config)
     producer = broker.producer(transactional_id=unique("bench-c13"))
     producer.init_transactions()
     for i in range(mb):
@@ -87,7 +93,7 @@ def _throughput(backend: Backend, sizes: Sizes, progress: Callable[[str], None],
         tables = _table_rows(broker, first)
         out_dir = f"{table.location().rstrip('/')}/bench-baseline"
 
-        def publish(threads: int) -> float:
+        def publish(threads: int | None) -> float:
             topic = _fill(broker, sizes.iceberg_mb, threads)
             made.append(topic)
             broker.iceberg_table(topic)  # the table made before timing, as for the baseline
@@ -101,17 +107,17 @@ def _throughput(backend: Backend, sizes: Sizes, progress: Callable[[str], None],
 
             return timed(write)
 
-        times = interleaved({"pyarrow": baseline, "publish": lambda: publish(1),
-                             "publish, 2 threads": lambda: publish(2)}, sizes.reps, progress=progress)
+        times = interleaved({"pyarrow": baseline, "publish": lambda: publish(None),
+                             "publish, 1 thread": lambda: publish(1)}, sizes.reps, progress=progress)
     finally:
         for topic in made:
             drop_topic(broker, topic)
         broker.close()
     result.add(throughput_ratio("publish throughput / pyarrow writing the same Parquet", times["pyarrow"],
-                                times["publish"], Target(">=", 0.8), mb=sizes.iceberg_mb))
-    result.add(throughput_ratio("publish throughput with iceberg.publish.threads=2 / pyarrow (one thread), "
-                                "no target", times["pyarrow"], times["publish, 2 threads"], mb=sizes.iceberg_mb,
-                                cpus=os.cpu_count()))
+                                times["publish"], Target(">=", 0.8), mb=sizes.iceberg_mb,
+                                threads=TOPIC_CONFIGS["iceberg.publish.threads"].default, cpus=os.cpu_count()))
+    result.add(throughput_ratio("publish throughput with iceberg.publish.threads=1 / pyarrow, no target",
+                                times["pyarrow"], times["publish, 1 thread"], mb=sizes.iceberg_mb))
     result.series["publish_seconds"] = times
 
 

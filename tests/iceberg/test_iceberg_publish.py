@@ -324,15 +324,16 @@ def test_manifest_merge_can_be_turned_off_per_table(backend):
     broker.close()
 
 
-def test_partitions_written_at_once_commit_the_cut_or_nothing(backend):
-    """With iceberg.publish.threads=2 the publisher reads and writes two partitions at
-    once. A segment that cannot be read in one of them fails the publish with the reader's
-    typed error: no snapshot, and the files the other partitions had already stored are
-    deleted. Once the segment is readable again, one snapshot holds exactly the cut of
-    every partition."""
+@pytest.mark.parametrize("threads", ["2", "1"])
+def test_partitions_written_at_once_commit_the_cut_or_nothing(backend, threads):
+    """With iceberg.publish.threads=2 (the default) the publisher reads and writes two
+    partitions at once; with 1, one after another. A segment that cannot be read in one of
+    them fails the publish with the reader's typed error: no snapshot, and the files the
+    other partitions had already stored are deleted. Once the segment is readable again,
+    one snapshot holds exactly the cut of every partition."""
     broker = backend.connect()
     broker.create_topic("wide", partitions=4, schema=SCHEMA,
-                        config={"iceberg.enabled": "true", "iceberg.publish.threads": "2"})
+                        config={"iceberg.enabled": "true", "iceberg.publish.threads": threads})
     producer = broker.producer(transactional_id="wide")
     producer.init_transactions()
     for amount in range(1, 4):  # each transaction over all four partitions, summing to zero

@@ -388,8 +388,10 @@ class Publisher:
             pending, pending_bytes = [], 0
 
         versions = {number: v.schema for number, v in meta.versions.items()}
+        # with several partitions in threads, pyarrow's own thread pool only competes with them
+        alone = int(meta.config["iceberg.publish.threads"]) <= 1
         for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end,
-                                   schemas=versions, version=meta.schema_version):
+                                   schemas=versions, version=meta.schema_version, decode_threads=alone):
             pending.append(conform(rows, schema))
             pending_bytes += pending[-1].nbytes
             if pending_bytes * ratio >= target:

@@ -105,14 +105,15 @@ def fetch_segment(store: ObjectStore, segment: PlannedSegment) -> pa.Buffer:
 
 
 def load_segment(store: ObjectStore, segment: PlannedSegment, data: pa.Buffer | None = None,
-                 skip: Collection[str] = ()) -> pa.Table:
+                 skip: Collection[str] = (), *, use_threads: bool = True) -> pa.Table:
     """A planned segment decoded and checked against its metadata; ``data``: its object,
-    if fetched already; ``skip``: columns not to decode (:func:`decode_segment`).
+    if fetched already; ``skip``: columns not to decode, ``use_threads``: as
+    :func:`decode_segment`.
     CorruptSegmentError for an object that is missing, cannot be decoded or disagrees with
     the metadata."""
     data = fetch_segment(store, segment) if data is None else data
     try:
-        table = decode_segment(data, skip)
+        table = decode_segment(data, skip, use_threads=use_threads)
     except pa.ArrowException as error:  # decoding an object in memory: its bytes are wrong
         raise CorruptSegmentError(
             f"segment object {segment.object_key} (offsets {segment.base_offset}.."

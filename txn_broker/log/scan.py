@@ -29,7 +29,7 @@ def _plan(tx: Tx, topic_id: int, partition: int, start: int, end: int) -> list[P
 def scan_partition(db: Database, store: ObjectStore, topic_id: int, topic: str, partition: int,
                    start: int, end: int, isolation_level: str = READ_COMMITTED, *,
                    schemas: Mapping[int, pa.Schema] | None = None, version: int | None = None,
-                   ) -> Iterator[pa.Table]:
+                   decode_threads: bool = True) -> Iterator[pa.Table]:
     """The rows of ``[start, end)`` visible at ``isolation_level``, one table per segment
     (empty segments and skipped ones yield nothing). The caller fixes ``end`` (a last
     stable offset or a consistent cut); the segments are planned a page at a time, each
@@ -38,7 +38,8 @@ def scan_partition(db: Database, store: ObjectStore, topic_id: int, topic: str, 
     ``schemas`` (the topic's versions, with field ids, by number) and ``version``: the
     rows come in that version (its fields' ids kept); None: as each segment holds them.
     UnknownTopicOrPartitionError for a segment of a version ``schemas`` lacks (the topic
-    was altered meanwhile: look it up again)."""
+    was altered meanwhile: look it up again). ``decode_threads=False``: decompress on the
+    calling thread (a caller scanning several partitions in threads of its own)."""
     position = start
     projections: dict[int, Projection] = {}  # per segment schema version, planned once
     while position < end:
@@ -49,7 +50,7 @@ def scan_partition(db: Database, store: ObjectStore, topic_id: int, topic: str, 
             if segment.end_offset <= position:
                 continue
             if not segment.skipped_at(isolation_level):
-                rows = read_rows(load_segment(store, segment), segment, position, end)
+                rows = read_rows(load_segment(store, segment, use_threads=decode_threads), segment, position, end)
                 if schemas is not None and version is not None and rows.num_rows:
                     if segment.schema_version not in schemas or version not in schemas:
                         raise UnknownTopicOrPartitionError(

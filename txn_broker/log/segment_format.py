@@ -117,16 +117,20 @@ def _compresses(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> bool:
     return bool(sizes[1] <= sizes[0] * (1 - _MIN_SAVINGS))
 
 
-def decode_segment(data: bytes | pa.Buffer, skip: Collection[str] = ()) -> pa.Table:
+def decode_segment(data: bytes | pa.Buffer, skip: Collection[str] = (), *, use_threads: bool = True) -> pa.Table:
     """The records of a segment object, compressed or not. From a ``pa.Buffer`` (a memory
     map, an S3 body) the uncompressed columns are read without a copy. Columns named in
-    ``skip`` (those a reader's schema version dropped) are not decoded at all."""
+    ``skip`` (those a reader's schema version dropped) are not decoded at all.
+    ``use_threads``: decompress the columns on pyarrow's CPU thread pool (False: on the
+    calling thread, for callers that already decode in several threads of their own)."""
     source = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    reader = pa.ipc.open_file(source)
+    options = None if use_threads else pa.ipc.IpcReadOptions(use_threads=False)
+    reader = pa.ipc.open_file(source, options=options)
     if skip:
         keep = [i for i, name in enumerate(reader.schema.names) if name not in skip]
         if keep and len(keep) < len(reader.schema):  # an empty list would mean every column
-            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=keep))
+            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=keep,
+                                                                            use_threads=use_threads))
     return reader.read_all()
 
 
