@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -121,10 +121,11 @@ def committed_offsets(db: Database, topics: Topics, group_id: str, partitions: I
 
 
 def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping[TopicPartition, object], *,
-                   within_log: bool = True) -> None:
+                   within_log: bool = True, check: Callable[[Tx], None] | None = None) -> None:
     """Commit a group's offsets outside any transaction: ints or OffsetAndMetadata values.
     ``within_log``: each offset must lie in [0, HW] (the Python API's check); else any
-    offset >= 0 is kept, as Kafka's brokers keep it (a consumer resets by its own policy)."""
+    offset >= 0 is kept, as Kafka's brokers keep it (a consumer resets by its own policy).
+    ``check``: run first in the same database transaction; what it raises writes nothing."""
     validate_id("group id", group_id)
     rows = []
     for tp, value in offsets.items():
@@ -140,7 +141,14 @@ def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping
                      "committed_offset": int(committed.offset), "metadata": committed.metadata_column(),
                      "leader_epoch": committed.leader_epoch})
     rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
-    db.run(lambda tx: [tx.execute("upsert_group_offset", **r) for r in rows])
+
+    def write(tx: Tx) -> None:
+        if check is not None:
+            check(tx)
+        for r in rows:
+            tx.execute("upsert_group_offset", **r)
+
+    db.run(write)
 
 
 class Consumer:

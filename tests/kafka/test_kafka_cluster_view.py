@@ -144,6 +144,30 @@ def test_txn_offsets_checked_in_a_term_that_no_longer_holds_are_not_staged(backe
         broker.close()
 
 
+def test_group_offsets_checked_in_a_term_that_no_longer_holds_are_not_written(backend):
+    """OffsetCommit from a group member, checked by a coordinator that was then taken as
+    down before the write (stopped in between, a new term begun when it came back): nothing
+    is written, so a stale coordinator cannot move a group's offsets back under the one that
+    took the group over. A commit from outside any generation (no term) is written as is."""
+    broker = backend.connect()
+    try:
+        kafka = KafkaBackend(broker)
+        kafka.create_topic("input", 1, {})
+        node_id = kafka.register_listener("127.0.0.1", 9092, LISTENER_EXPIRY_MS, SETTLE_MS)
+        (row,) = kafka.live_listeners(LISTENER_EXPIRY_MS)
+        term = ListenerTerm(node_id, row.started_ms, LISTENER_EXPIRY_MS)
+        assert kafka.commit_offsets("readers", {("input", 0): OffsetAndMetadata(7)}, term) == {}
+        for stale in (ListenerTerm(node_id, row.started_ms + 1, LISTENER_EXPIRY_MS),  # a term begun since
+                      ListenerTerm(node_id, row.started_ms, -60_000)):  # its heartbeat too old by then
+            with pytest.raises(NotCoordinatorError):
+                kafka.commit_offsets("readers", {("input", 0): OffsetAndMetadata(3)}, stale)
+        assert kafka.committed("readers", [("input", 0)])[("input", 0)].offset == 7
+        assert kafka.commit_offsets("readers", {("input", 0): OffsetAndMetadata(8)}) == {}
+        assert kafka.committed("readers", [("input", 0)])[("input", 0)].offset == 8
+    finally:
+        broker.close()
+
+
 def test_listeners_registering_at_once_get_distinct_node_ids(backend):
     """Listeners started together pick the next node id at once; on PostgreSQL all but one
     of them hit the primary key, and each tries again (one failed to start)."""

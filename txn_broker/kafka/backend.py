@@ -675,14 +675,20 @@ class KafkaBackend:
 
     # -- group offsets ---------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]
-                       ) -> dict[tuple[str, int], TxnBrokerError]:
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                       term: ListenerTerm | None = None) -> dict[tuple[str, int], TxnBrokerError]:
         """OffsetCommit: each partition checked on its own (the partitions that failed, with
         why; the others are committed); any offset >= 0 is kept, past the log end too, as
-        Kafka keeps it: the consumer's auto.offset.reset decides what it reads."""
+        Kafka keeps it: the consumer's auto.offset.reset decides what it reads.
+
+        ``term``: the group coordinator's term in which the group member was checked; the
+        offsets are written only if it still holds (NotCoordinatorError otherwise), as for
+        TxnOffsetCommit. None: a commit from outside any group generation (a standalone
+        consumer), which no coordinator checks."""
         failed, rows = self._offset_rows(offsets)
         if rows:
-            commit_offsets(self.broker._db, self.broker._topics, group_id, rows, within_log=False)
+            commit_offsets(self.broker._db, self.broker._topics, group_id, rows, within_log=False,
+                           check=None if term is None else partial(_check_term, term))
         return failed
 
     def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]

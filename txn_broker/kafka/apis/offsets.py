@@ -22,12 +22,15 @@ def committed_value(partition: Any) -> OffsetAndMetadata:
 
 async def offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     generation = int(getattr(req, "generation_id_or_member_epoch", -1))
+    term = None  # the coordinator's term in which a group member's commit was checked
     if not allows(server, ctx, Operation.READ, ResourceType.GROUP, req.group_id):
         group_code = ErrorCode.group_authorization_failed
     else:
         group_code = server.groups.check_member(req.group_id, req.member_id, generation)
-        if generation >= 0 and server.not_coordinator(req.group_id):
-            group_code = ErrorCode.not_coordinator
+        if generation >= 0:
+            term = server.coordinator_term(req.group_id)
+            if term is None:
+                group_code = ErrorCode.not_coordinator
     codes: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:
@@ -39,7 +42,7 @@ async def offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payl
             else:
                 offsets[key] = committed_value(p)
     if offsets:  # each partition answered on its own, as Kafka does
-        failed, code = await server.attempt(server.backend.commit_offsets, req.group_id, offsets)
+        failed, code = await server.attempt(server.backend.commit_offsets, req.group_id, offsets, term)
         for key in offsets:
             codes[key] = code if failed is None else error_code(failed[key]) if key in failed else ErrorCode.none
     return {"throttle_time": 0, "topics": [
