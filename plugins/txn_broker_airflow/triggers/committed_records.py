@@ -117,15 +117,20 @@ class CommittedRecordsEventTrigger(BaseEventTrigger):
         partitions = [TopicPartition(t, p) for t, p in self._announced]
         committed = {(tp.topic, tp.partition): offset or 0
                      for tp, offset in broker.committed_offsets(self.group_id, partitions).items()}
+        for tp, end in list(self._announced.items()):
+            if committed.get(tp, 0) >= end:  # processed: nothing to watch there any more
+                del self._announced[tp]
+                committed.pop(tp, None)
+        if not self._announced:
+            self._quiet = None
+            return []
         if self._quiet is None or self._quiet[0] != committed:
             self._quiet = (committed, now)
             return []
         if now - self._quiet[1] < self.reannounce_after:
             return []
-        behind = [tp for tp, end in self._announced.items() if committed.get(tp, 0) < end]
+        behind = list(self._announced)  # every range left is still above the group's offset
         self._quiet = (committed, now)  # at most once per quiet period
-        if not behind:
-            return []
         for tp in behind:
             self._cursor.pop(tp, None)
         ranges = find_new_ranges(broker, self.topics, self.group_id, self._cursor)
