@@ -114,6 +114,16 @@ class Reader:
         self._consumer.close()
 
 
+def listener_rows(backend) -> list[str]:  # type: ignore[no-untyped-def]
+    """The listeners the database holds now, with the ages of their heartbeat and term (what
+    a failed assertion about coordination needs to be understood)."""
+    from txn_broker.kafka.backend import KafkaBackend
+
+    with backend.connect() as broker:
+        return [f"node {r.node.node_id} port {r.node.port}: heartbeat {r.age_ms} ms ago, term {r.term_ms} ms old"
+                for r in KafkaBackend(broker).live_listeners(60_000)]
+
+
 def coordinator_port(listeners: list[Listener], group: str) -> int | None:
     """The port of the group's coordinator once every listener names the same (FindCoordinator);
     None until then."""
@@ -214,7 +224,8 @@ def test_listeners_killed_and_stopped_under_transactional_copiers(backend, tmp_p
             first_answer = read_find_coordinator(sock)
         # it names the listener that took the group over (or none yet), not itself from the
         # view it had before it stopped: two coordinators of one group would each rebalance it
-        assert first_answer in {(0, other.port), (ErrorCode.coordinator_not_available.value, -1)}, first_answer
+        assert first_answer in {(0, other.port), (ErrorCode.coordinator_not_available.value, -1)}, (
+            first_answer, listener_rows(backend))
         done = progress(done, "copying after a SIGSTOP")
         # the resumed listener takes the group back once its new term settled; copying goes on
         wait_for(lambda: coordinator_port(live, "copiers") == port, timeout=30,
