@@ -49,11 +49,6 @@ def _one_file_table(table: Any, rows: pa.Table, name: str) -> Any:
     return one
 
 
-def _drop_table(table: Any) -> None:
-    """Drop a table the bench made, with its files (data, manifests, metadata)."""
-    table.catalog.purge_table(table.name())
-
-
 def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> CaseResult:
     txns = sizes.iceberg_txns
     rows = data.records(txns * RECORDS_PER_TXN, RECORD_BYTES)
@@ -120,8 +115,8 @@ def run(backend: Backend, sizes: Sizes, progress: Callable[[str], None]) -> Case
         seconds = interleaved(variants, sizes.reps * SCAN_REPS_FACTOR, progress=progress)
         table.io.delete(one)
     finally:
-        for made in made_tables:
-            _drop_table(made)
+        for made in made_tables:  # dropped with its files (data, manifests, metadata)
+            made.catalog.purge_table(made.name())
         if topic in broker._topics.names():
             broker.delete_topic(topic)
         broker.close()

@@ -23,6 +23,16 @@ def create(broker, **config):
                                config={"iceberg.enabled": "true", **config})
 
 
+def open_bank(backend, **config):
+    """A broker of ``backend`` with the bank topic created (``config``: more topic configs)
+    and the transactional producer ``bank`` initialised: ``(broker, bank)``."""
+    broker = backend.connect()
+    create(broker, **config)
+    bank = broker.producer(transactional_id="bank")
+    bank.init_transactions()
+    return broker, bank
+
+
 def transfer(producer, amount: int, *, abort: bool = False) -> None:
     producer.begin_transaction()
     account = "aborted" if abort else "acct"

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _bank import TOPIC, check_history, committed_rows, create, table_rows, transfer
+from _bank import TOPIC, check_history, committed_rows, create, open_bank, table_rows, transfer
 from cli._cli import TXN_BROKER, cli_env
 
 from txn_broker.iceberg.warehouse import find_warehouse_orphans
@@ -38,10 +38,7 @@ def parquet_files(broker) -> set[str]:
 
 
 def test_killed_before_commit_leaves_orphans_gc_deletes(backend):
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     for amount in (1, 2, 3):
         transfer(bank, amount)
     killed = sync(backend, **{"iceberg.after_write": "kill"})

@@ -19,6 +19,7 @@ from _bank import (
     check_snapshot,
     committed_rows,
     create,
+    open_bank,
     polars_storage_options,
     table_rows,
     transfer,
@@ -36,10 +37,7 @@ def test_snapshots_hold_whole_committed_transactions(backend, monkeypatch):
     while later transfers commit: the publish must leave them out of partition 1 too
     (the consistent cut), then take them once it ends. Aborted transfers never show."""
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     transfer(bank, 5)
     transfer(bank, 7, abort=True)
     hanging = broker.producer(transactional_id="hanging")
@@ -127,10 +125,7 @@ def test_two_publishers_at_once_cannot_duplicate(backend):
 def test_cli_sync_and_status(backend):
     from cli._cli import run
 
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     transfer(bank, 3)
     status = run(backend, "iceberg", "status", "--json").json()
     assert [(p["published_offset"], p["last_stable_offset"]) for p in status[0]["partitions"]] == [(0, 1), (0, 1)]
@@ -195,10 +190,7 @@ def test_deleted_records_are_expired_from_the_table_and_never_published(backend)
     """Broker.delete_records moves the log start (inside a published file on partition 1,
     past records not published yet on partition 0): the next publish removes the files
     wholly below it, publishes only what is left, and keeps a file that holds the log start."""
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     for round_ in range(2):  # two publishes: files of offsets 0-1 and 2-3 per partition
         for amount in (1, 2):
             transfer(bank, amount + 10 * round_)
@@ -217,10 +209,7 @@ def test_deleted_records_are_expired_from_the_table_and_never_published(backend)
 
 
 def test_fsck_checks_the_table_against_the_topic(backend):
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     transfer(bank, 1)
     broker.publish_iceberg()
     assert broker.fsck().ok
@@ -239,10 +228,7 @@ def test_small_files_are_rewritten_by_replace_snapshots(backend):
     same rows, and every snapshot still balances."""
     from txn_broker.iceberg.small_files import MIN_INPUTS
 
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     for amount in range(1, MIN_INPUTS + 1):
         transfer(bank, amount)
         if amount == 3:
@@ -302,10 +288,7 @@ def test_manifest_merge_can_be_turned_off_per_table(backend):
     overwrite manifests: the rewrite's added file and its deleted entries apart."""
     from txn_broker.iceberg.small_files import MIN_INPUTS
 
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     transfer(bank, 1)
     broker.publish_iceberg()
     table = broker.iceberg_table(TOPIC)
@@ -395,10 +378,7 @@ def test_small_file_check_reads_no_manifest_while_no_group_is_possible(backend):
     current snapshot's totals allow a group (MIN_INPUTS files, or about the target size)."""
     from txn_broker.iceberg.small_files import MIN_INPUTS, could_rewrite
 
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     transfer(bank, 1)
     broker.publish_iceberg()
     table = broker.iceberg_table(TOPIC)
@@ -419,10 +399,7 @@ def test_small_files_with_another_writers_delete_files_are_left_alone(backend):
 
     from txn_broker.iceberg.small_files import MIN_INPUTS, partition_files
 
-    broker = backend.connect()
-    create(broker)
-    bank = broker.producer(transactional_id="bank")
-    bank.init_transactions()
+    broker, bank = open_bank(backend)
     for amount in range(1, MIN_INPUTS):  # one file short of a rewrite per partition
         transfer(bank, amount)
         assert broker.publish_iceberg()[0].rewritten_groups == 0

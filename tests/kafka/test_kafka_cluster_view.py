@@ -117,6 +117,13 @@ def test_a_rebalance_due_while_the_group_moved_completes_no_generation():
     asyncio.run(scenario())
 
 
+def listener_term(kafka: KafkaBackend) -> ListenerTerm:
+    """The term of a listener registered now (the only one: its term settles at once)."""
+    node_id = kafka.register_listener("127.0.0.1", 9092, LISTENER_EXPIRY_MS, SETTLE_MS)
+    (row,) = kafka.live_listeners(LISTENER_EXPIRY_MS)
+    return ListenerTerm(node_id, row.started_ms, LISTENER_EXPIRY_MS)
+
+
 def test_txn_offsets_checked_in_a_term_that_no_longer_holds_are_not_staged(backend):
     """A TxnOffsetCommit whose group member a coordinator checked, then written after that
     coordinator was taken as down (it was stopped between its check and its write, and a new
@@ -126,16 +133,14 @@ def test_txn_offsets_checked_in_a_term_that_no_longer_holds_are_not_staged(backe
     try:
         kafka = KafkaBackend(broker)
         kafka.create_topic("input", 1, {})
-        node_id = kafka.register_listener("127.0.0.1", 9092, LISTENER_EXPIRY_MS, SETTLE_MS)
-        (row,) = kafka.live_listeners(LISTENER_EXPIRY_MS)
-        term = ListenerTerm(node_id, row.started_ms, LISTENER_EXPIRY_MS)
+        term = listener_term(kafka)
         pid, epoch = kafka.init_producer_id("copier", 60_000, -1, -1)
         offsets = {("input", 0): OffsetAndMetadata(5)}
         assert kafka.txn_offset_commit("copier", pid, epoch, "copiers", offsets, term) == {}
-        new_term = ListenerTerm(node_id, row.started_ms + 1, LISTENER_EXPIRY_MS)  # began after the check
+        new_term = ListenerTerm(term.node_id, term.started_ms + 1, LISTENER_EXPIRY_MS)  # began after the check
         with pytest.raises(NotCoordinatorError):
             kafka.txn_offset_commit("copier", pid, epoch, "copiers", {("input", 0): OffsetAndMetadata(9)}, new_term)
-        taken_down = ListenerTerm(node_id, row.started_ms, -60_000)  # its heartbeat too old by then
+        taken_down = ListenerTerm(term.node_id, term.started_ms, -60_000)  # its heartbeat too old by then
         with pytest.raises(NotCoordinatorError):
             kafka.txn_offset_commit("copier", pid, epoch, "copiers", {("input", 0): OffsetAndMetadata(9)}, taken_down)
         kafka.end_txn("copier", pid, epoch, True)
@@ -153,12 +158,10 @@ def test_group_offsets_checked_in_a_term_that_no_longer_holds_are_not_written(ba
     try:
         kafka = KafkaBackend(broker)
         kafka.create_topic("input", 1, {})
-        node_id = kafka.register_listener("127.0.0.1", 9092, LISTENER_EXPIRY_MS, SETTLE_MS)
-        (row,) = kafka.live_listeners(LISTENER_EXPIRY_MS)
-        term = ListenerTerm(node_id, row.started_ms, LISTENER_EXPIRY_MS)
+        term = listener_term(kafka)
         assert kafka.commit_offsets("readers", {("input", 0): OffsetAndMetadata(7)}, term) == {}
-        for stale in (ListenerTerm(node_id, row.started_ms + 1, LISTENER_EXPIRY_MS),  # a term begun since
-                      ListenerTerm(node_id, row.started_ms, -60_000)):  # its heartbeat too old by then
+        for stale in (ListenerTerm(term.node_id, term.started_ms + 1, LISTENER_EXPIRY_MS),  # a term begun since
+                      ListenerTerm(term.node_id, term.started_ms, -60_000)):  # its heartbeat too old by then
             with pytest.raises(NotCoordinatorError):
                 kafka.commit_offsets("readers", {("input", 0): OffsetAndMetadata(3)}, stale)
         assert kafka.committed("readers", [("input", 0)])[("input", 0)].offset == 7

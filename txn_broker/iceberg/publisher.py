@@ -357,11 +357,12 @@ class Publisher:
         threads = int(meta.config["iceberg.publish.threads"])
         if len(ranges) <= 1 or threads <= 1:
             for p, start, end in ranges:
-                self._write_partition(table, schema, meta, p, start, end, written)
+                self._write_partition(table, schema, meta, p, start, end, written, decode_threads=True)
             return
+        # each thread decompresses its own segments: pyarrow's pool would only compete with them
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iceberg-write") as pool:
-            futures = [pool.submit(self._write_partition, table, schema, meta, p, start, end, written)
-                       for p, start, end in ranges]
+            futures = [pool.submit(self._write_partition, table, schema, meta, p, start, end, written,
+                                   decode_threads=False) for p, start, end in ranges]
             done, _running = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in futures if f in done and f.exception() is not None), None)
             if failed is not None:
@@ -371,7 +372,7 @@ class Publisher:
                 raise failed.exception()  # type: ignore[misc]
 
     def _write_partition(self, table: Table, schema: pa.Schema, meta: TopicMeta, partition: int,
-                         start: int, end: int, written: list[WrittenFile]) -> None:
+                         start: int, end: int, written: list[WrittenFile], *, decode_threads: bool) -> None:
         target = int(meta.config["iceberg.target.file.bytes"])
         pending: list[pa.Table] = []
         pending_bytes = 0
@@ -388,10 +389,8 @@ class Publisher:
             pending, pending_bytes = [], 0
 
         versions = {number: v.schema for number, v in meta.versions.items()}
-        # with several partitions in threads, pyarrow's own thread pool only competes with them
-        alone = int(meta.config["iceberg.publish.threads"]) <= 1
         for rows in scan_partition(self._db, self._store, meta.topic_id, meta.name, partition, start, end,
-                                   schemas=versions, version=meta.schema_version, decode_threads=alone):
+                                   schemas=versions, version=meta.schema_version, decode_threads=decode_threads):
             pending.append(conform(rows, schema))
             pending_bytes += pending[-1].nbytes
             if pending_bytes * ratio >= target:

@@ -35,7 +35,7 @@ from ..rewrite import NEAR_TARGET, RewriteFile, RewriteGroup, plan_rewrite, run_
 from .files import WrittenFile, conform, write_data_file
 
 if TYPE_CHECKING:
-    from pyiceberg.manifest import DataFile
+    from pyiceberg.manifest import DataFile, ManifestFile
     from pyiceberg.table import Table, Transaction
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
@@ -100,7 +100,7 @@ def replace_snapshot(txn: Transaction, properties: dict[str, str]) -> _Overwrite
 def _merging_overwrite() -> type[_OverwriteFiles]:
     """The class of :func:`replace_snapshot` (built once, on first use: pyiceberg is
     imported only where a table is used)."""
-    from pyiceberg.manifest import ManifestContent, ManifestFile
+    from pyiceberg.manifest import ManifestContent
     from pyiceberg.table import TableProperties
     from pyiceberg.table.update.snapshot import _ManifestMergeManager, _OverwriteFiles
     from pyiceberg.utils.properties import property_as_bool, property_as_int
@@ -129,21 +129,27 @@ def _merging_overwrite() -> type[_OverwriteFiles]:
     return _MergingOverwrite
 
 
-def partition_files(table: Table) -> dict[int, list[DataFile]]:
+def current_manifests(table: Table) -> list[ManifestFile]:
+    """The current snapshot's manifests (one read of its manifest list, which pyiceberg
+    does not cache); none for a table without a snapshot."""
+    snapshot = table.current_snapshot()
+    return [] if snapshot is None else snapshot.manifests(table.io)
+
+
+def partition_files(table: Table, manifests: list[ManifestFile] | None = None) -> dict[int, list[DataFile]]:
     """The current snapshot's data files per partition, in offset order: its live manifest
     entries, read directly (the manifests in parallel) rather than through a pyiceberg scan
-    plan, which also builds evaluators and a delete-file index for every call."""
+    plan, which also builds evaluators and a delete-file index for every call.
+    ``manifests``: :func:`current_manifests`, when the caller read them already."""
     from pyiceberg.conversions import from_bytes
     from pyiceberg.manifest import DataFileContent, ManifestContent
     from pyiceberg.types import LongType
     from pyiceberg.utils.concurrent import ExecutorFactory
 
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return {}
-    manifests = [m for m in snapshot.manifests(table.io) if m.content == ManifestContent.DATA]
+    data = [m for m in (current_manifests(table) if manifests is None else manifests)
+            if m.content == ManifestContent.DATA]
     entries = ExecutorFactory.get_or_create().map(
-        lambda m: m.fetch_manifest_entry(table.io, discard_deleted=True), manifests)
+        lambda m: m.fetch_manifest_entry(table.io, discard_deleted=True), data)
     by_partition: dict[int, list[tuple[int, DataFile]]] = {}
     for entry in (e for batch in entries for e in batch):
         f = entry.data_file
@@ -187,13 +193,12 @@ def could_rewrite(table: Table, target_bytes: int) -> bool:
     return int(files) >= MIN_INPUTS or int(size) >= NEAR_TARGET * target_bytes
 
 
-def has_delete_files(table: Table) -> bool:
-    """Whether the table's current snapshot has delete manifests (position or equality
-    deletes, which only another writer adds)."""
+def has_delete_files(manifests: list[ManifestFile]) -> bool:
+    """Whether a snapshot's manifests (:func:`current_manifests`) include delete manifests
+    (position or equality deletes, which only another writer adds)."""
     from pyiceberg.manifest import ManifestContent
 
-    snapshot = table.current_snapshot()
-    return snapshot is not None and any(m.content == ManifestContent.DELETES for m in snapshot.manifests(table.io))
+    return any(m.content == ManifestContent.DELETES for m in manifests)
 
 
 def rewrite_small_files(table: Table, schema: pa.Schema, target_bytes: int, properties: dict[str, str]) -> int:
@@ -202,10 +207,13 @@ def rewrite_small_files(table: Table, schema: pa.Schema, target_bytes: int, prop
     publish plans again). A table with delete files (another writer's: the publisher writes
     none) is left alone: a rewrite reads data files whole, and would bring back the rows
     those delete files remove."""
-    if not could_rewrite(table, target_bytes) or has_delete_files(table):
+    if not could_rewrite(table, target_bytes):
+        return 0
+    manifests = current_manifests(table)
+    if has_delete_files(manifests):
         return 0
     done = 0
-    for partition, files in sorted(partition_files(table).items()):
+    for partition, files in sorted(partition_files(table, manifests).items()):
         by_path = {f.file_path: f for f in files}
         for group in plan_small_files(files, target_bytes):
             target = _IcebergFiles(table, schema, partition, by_path, properties)

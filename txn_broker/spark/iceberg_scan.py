@@ -37,6 +37,7 @@ from ..log.partition import READ_COMMITTED
 from .offsets import OffsetRange, OffsetRanges
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table
 
     from ..broker import Broker
@@ -119,7 +120,7 @@ class _NotReadable(Exception):
 
 def _table_scan(broker: Broker, meta: TopicMeta, ranges: list[OffsetRange], version: int) -> TableScan | None:
     from ..iceberg.publisher import published_offsets
-    from ..iceberg.small_files import partition_files
+    from ..iceberg.small_files import current_manifests, partition_files
 
     table: Table = broker.iceberg_table(meta.name)
     snapshot = table.current_snapshot()
@@ -127,9 +128,10 @@ def _table_scan(broker: Broker, meta: TopicMeta, ranges: list[OffsetRange], vers
         return None
     schema = table_schema(meta.schema_at(version))
     _check_schema(table, schema)
-    _check_writers(table)
+    manifests = current_manifests(table)
+    _check_writers(table, manifests)
     published = published_offsets(table)
-    by_partition = partition_files(table)  # the current snapshot's files, offset order
+    by_partition = partition_files(table, manifests)  # the current snapshot's files, offset order
     native: list[OffsetRange] = []
     files: list[str] = []
     whole = True
@@ -159,9 +161,10 @@ def _check_schema(table: Table, schema: pa.Schema) -> None:
         raise _NotReadable("its Iceberg table's schema is not the one the topic is read in")
 
 
-def _check_writers(table: Table) -> None:
+def _check_writers(table: Table, manifests: list[ManifestFile]) -> None:
     """_NotReadable unless every retained snapshot from the current one back was written by
-    the publisher (its summary names the topic id) and the current one has no delete files."""
+    the publisher (its summary names the topic id) and the current one (whose ``manifests``
+    are given) has no delete files."""
     from ..iceberg.catalog import TOPIC_ID_PROPERTY
     from ..iceberg.small_files import has_delete_files
 
@@ -176,7 +179,7 @@ def _check_writers(table: Table) -> None:
                                "so its files no longer stand for the topic")
         parent = snapshot.parent_snapshot_id
         snapshot = by_id.get(parent) if parent is not None else None
-    if has_delete_files(table):
+    if has_delete_files(manifests):
         raise _NotReadable("its Iceberg table has delete files, which the publisher never writes: another writer "
                            "deleted rows, so its files no longer stand for the topic")
 
