@@ -3,6 +3,7 @@ Spark interop test in tests/spark)."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -12,6 +13,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+
+from txn_broker.kafka import codec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,3 +100,55 @@ def coordinator_of(listener: Listener, group: str) -> tuple[int, int]:
     with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
         sock.sendall(find_coordinator_frame(group))
         return read_find_coordinator(sock)
+
+
+class RawClient:
+    """One connection to a listener, request by request (kio builds the frames), at any
+    version: the request and response headers follow the version's flexibility."""
+
+    def __init__(self, port: int, timeout: float = 20) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.correlation = 0
+
+    def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        return self.receive(api_key, version, self.send(api_key, version, body))
+
+    def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
+        """Send a request without waiting for its response: its correlation id."""
+        self.correlation += 1
+        request_cls = codec.request_class(api_key, version)
+        out = io.BytesIO()
+        if request_cls.__flexible__:
+            entity_writer(RequestHeaderV2)(out, RequestHeaderV2(
+                request_api_key=api_key, request_api_version=version, correlation_id=self.correlation,
+                client_id="t"))
+        else:
+            entity_writer(RequestHeaderV1)(out, RequestHeaderV1(
+                request_api_key=api_key, request_api_version=version, correlation_id=self.correlation,
+                client_id="t"))
+        entity_writer(request_cls)(out, codec.build(request_cls, body))
+        data = out.getvalue()
+        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        return self.correlation
+
+    def receive(self, api_key: int, version: int, correlation: int) -> Any:
+        size = struct.unpack(">i", self._read(4))[0]
+        frame = self._read(size)
+        assert struct.unpack(">i", frame[:4])[0] == correlation
+        response_cls = codec.response_class(api_key, version)
+        header_cls = ResponseHeaderV1 if response_cls.__flexible__ and api_key != codec.API_VERSIONS_KEY \
+            else ResponseHeaderV0  # ApiVersions answers with header v0 at every version
+        _, used = entity_reader(header_cls)(frame, 0)
+        response, _ = entity_reader(response_cls)(frame, used)
+        return response
+
+    def _read(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            assert chunk, "connection closed"
+            buf += chunk
+        return buf
+
+    def close(self) -> None:
+        self.sock.close()

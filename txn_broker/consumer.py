@@ -125,7 +125,8 @@ def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping
     """Commit a group's offsets outside any transaction: ints or OffsetAndMetadata values.
     ``within_log``: each offset must lie in [0, HW] (the Python API's check); else any
     offset >= 0 is kept, as Kafka's brokers keep it (a consumer resets by its own policy).
-    ``check``: run first in the same database transaction; what it raises writes nothing."""
+    ``check``: run last in the same database transaction, once the writes hold the offsets'
+    rows (another commit of them waits until this one ends); what it raises writes nothing."""
     validate_id("group id", group_id)
     rows = []
     for tp, value in offsets.items():
@@ -143,10 +144,10 @@ def commit_offsets(db: Database, topics: Topics, group_id: str, offsets: Mapping
     rows.sort(key=lambda r: (r["topic_id"], r["partition_no"]))
 
     def write(tx: Tx) -> None:
-        if check is not None:
-            check(tx)
         for r in rows:
             tx.execute("upsert_group_offset", **r)
+        if check is not None:
+            check(tx)
 
     db.run(write)
 

@@ -205,7 +205,8 @@ class Coordinator:
         return int(self.db.run(lambda tx: tx.scalar("next_id", name="producer_id")))
 
     def init_transactions(self, transactional_id: str, timeout_ms: int,
-                          current: ProducerIdentity | None = None) -> ProducerIdentity:
+                          current: ProducerIdentity | None = None, *,
+                          check: Callable[[Tx], None] | None = None) -> ProducerIdentity:
         """InitProducerId: fence older instances by bumping the epoch, finish what they
         left (abort Ongoing, roll PrepareCommit/PrepareAbort forward), then return the
         identity this instance must use. Atomic: one database transaction.
@@ -213,7 +214,7 @@ class Coordinator:
         ``current``: the identity of a producer that is recovering (KIP-360) rather than
         starting: if the id expired it gets a new producer id; if the id is still its own
         (same producer id and epoch) it gets the next epoch; if a newer instance holds the
-        id, ProducerFencedError."""
+        id, ProducerFencedError. ``check(tx)``: as for ``end_transaction``."""
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not (
             0 < timeout_ms <= self.settings.max_transaction_timeout_ms
         ):
@@ -224,6 +225,8 @@ class Coordinator:
 
         def work(tx: Tx) -> ProducerIdentity:
             row = self._lock(tx, transactional_id)
+            if check is not None:
+                check(tx)
             if row is not None and current is not None:
                 self._check_fenced(row, current)
             if row is None:
@@ -293,16 +296,21 @@ class Coordinator:
         tx.execute_batch([start, *self._row_statements(row), *following(txn_id)])
         return txn_id
 
-    def add_partitions(self, ident: ProducerIdentity, partitions: Sequence[tuple[int, int]]) -> int:
+    def add_partitions(self, ident: ProducerIdentity, partitions: Sequence[tuple[int, int]], *,
+                       check: Callable[[Tx], None] | None = None) -> int:
         """AddPartitionsToTxn. Starts the transaction (and its timeout clock) if needed.
         Returns the transaction's id. A producer calls it at the first send to each
         partition; ``Producer.transaction_handle`` calls it with no partitions to open the
-        transaction an external writer (Spark) registers into."""
+        transaction an external writer (Spark) registers into. ``check(tx)``: as for
+        ``end_transaction``."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
-            row = self._check_fenced(self._lock(tx, tid), ident)
+            row = self._lock(tx, tid)
+            if check is not None:
+                check(tx)
+            row = self._check_fenced(row, ident)
             return self._begin_if_idle(tx, row, "add partitions", then=lambda txn_id: [
                 ("add_txn_partition", {"txn_id": txn_id, "topic_id": topic_id, "partition_no": partition})
                 for topic_id, partition in sorted(set(partitions))])
@@ -315,15 +323,16 @@ class Coordinator:
     ) -> int:
         """AddOffsetsToTxn + TxnOffsetCommit: stage ``(topic_id, partition, offset)`` for
         ``group_id`` (an OffsetAndMetadata to keep a metadata string and leader epoch); they
-        become the group's offsets only if the transaction commits. ``check(tx)``, run first
-        in the same database transaction, may refuse the write by raising."""
+        become the group's offsets only if the transaction commits. ``check(tx)``: as for
+        ``end_transaction``."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
+            row = self._lock(tx, tid)
             if check is not None:
                 check(tx)
-            row = self._check_fenced(self._lock(tx, tid), ident)
+            row = self._check_fenced(row, ident)
             txn_id = self._begin_if_idle(tx, row, "add offsets")
             for topic_id, partition, value in sorted(offsets, key=lambda o: (o[0], o[1])):
                 committed = OffsetAndMetadata.checked(value)
@@ -407,7 +416,7 @@ class Coordinator:
         return self.db.run(work)
 
     def end_transaction(self, ident: ProducerIdentity, txn_id: int | None, commit: bool, *,
-                        offsets: bool = True) -> None:
+                        offsets: bool = True, check: Callable[[Tx], None] | None = None) -> None:
         """EndTxn, as one database transaction: under the transactional id's row lock,
         check the epoch and state, move Ongoing -> PrepareCommit (PrepareAbort) ->
         CompleteCommit (CompleteAbort), both recorded in the history, write the markers,
@@ -420,7 +429,10 @@ class Coordinator:
         is success. Retried after a lost reply, it answers success and changes nothing.
         ``offsets=False``: the producer never asked to stage group offsets in this
         transaction (not even by a request whose reply was lost), so a commit need not look
-        for any. Raises ProducerFencedError, InvalidTxnStateError."""
+        for any. ``check(tx)``, run in the same database transaction once the id's row is
+        locked, may refuse the request by raising (nothing is written): a request must not
+        run once its client gave up on it and sent it again, perhaps through another
+        listener (kafka/peer.py). Raises ProducerFencedError, InvalidTxnStateError."""
         assert ident.transactional_id is not None
         tid = ident.transactional_id
         prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
@@ -429,6 +441,8 @@ class Coordinator:
 
         def work(tx: Tx) -> None:
             row = self._lock(tx, tid)
+            if check is not None:
+                check(tx)
             if row is not None and row.producer_id == ident.producer_id and row.producer_epoch == ident.epoch \
                     and (txn_id is None or row.txn_id == txn_id):
                 if row.state == completed or (txn_id is None and row.state in IDLE_STATES):

@@ -37,6 +37,7 @@ def rewind(consumer: Consumer) -> None:
             break
         except KafkaException as e:
             log(f"committed retried: {e}")
+    log(f"rewound to {' '.join(f'{tp.partition}:{tp.offset}' for tp in committed)}")
     for tp in committed:
         consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
@@ -52,7 +53,8 @@ def done(consumer: Consumer, partitions: int, end_file: Path) -> bool:
     return all(tp.offset >= end for tp in committed)
 
 
-def copy_once(producer: Producer, consumer: Consumer, messages: list, pace: float) -> None:
+def copy_once(producer: Producer, consumer: Consumer, messages: list, pace: float) -> str:
+    """Copy ``messages`` in one transaction: what it copied and the offsets it committed."""
     producer.begin_transaction()
     for m in messages:
         producer.produce("output", key=m.key(), value=m.value(), partition=m.partition())
@@ -60,10 +62,15 @@ def copy_once(producer: Producer, consumer: Consumer, messages: list, pace: floa
     time.sleep(pace)  # the records are stored, uncommitted: a listener's death often lands here
     positions = consumer.position(consumer.assignment())
     producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 20)
+    spans: dict[int, list[int]] = {}
+    for m in messages:
+        spans.setdefault(m.partition(), []).append(m.offset())
+    copied = " ".join(f"{p}:{min(o)}-{max(o)}" for p, o in sorted(spans.items()))
+    offsets = " ".join(f"{tp.partition}:{tp.offset}" for tp in sorted(positions, key=lambda tp: tp.partition))
     while True:
         try:
             producer.commit_transaction(20)
-            return
+            return f"{copied} offsets {offsets}"
         except KafkaException as e:
             if not e.args[0].retriable():
                 raise
@@ -105,8 +112,8 @@ def main(bootstraps: str, transactional_id: str, partitions: int, end_file: Path
             continue
         idle_since = time.monotonic()
         try:
-            copy_once(producer, consumer, messages, pace)
-            log(f"committed {len(messages)}")
+            copied = copy_once(producer, consumer, messages, pace)
+            log(f"committed {len(messages)}: {copied}")
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.fatal():

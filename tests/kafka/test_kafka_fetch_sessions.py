@@ -5,65 +5,28 @@ and kafka-python, which uses sessions, consuming many partitions while records a
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
-
 import pytest
+from _kafka_listener import RawClient
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.fetch.v12.response import FetchResponse
-from kio.schema.request_header.v2.header import RequestHeader
-from kio.schema.response_header.v1.header import ResponseHeader
-from kio.serial import entity_reader, entity_writer
-
-from txn_broker.kafka import codec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-class RawClient:
+class FetchClient(RawClient):
     """Fetch v12 requests on one connection, decoded by kio."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
-        self.correlation = 0
 
     def fetch(self, session_id: int, epoch: int, partitions: dict[int, int], forgotten: list[int] | None = None,
               topic: str = "s", max_wait_ms: int = 200) -> FetchResponse:
-        body = codec.build(FetchRequest, {
+        return self.call(1, 12, {
             "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
             "session_id": session_id, "session_epoch": epoch,
             "topics": [{"topic": topic, "partitions": [
                 {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20} for p, o in partitions.items()]}]
             if partitions else [],
             "forgotten_topics_data": [{"topic": topic, "partitions": forgotten}] if forgotten else []})
-        self.correlation += 1
-        out = io.BytesIO()
-        entity_writer(RequestHeader)(out, RequestHeader(request_api_key=1, request_api_version=12,
-                                                        correlation_id=self.correlation, client_id="raw"))
-        entity_writer(FetchRequest)(out, body)
-        payload = out.getvalue()
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", self._read(4))[0]
-        frame = memoryview(self._read(size))
-        header, used = entity_reader(ResponseHeader)(frame, 0)
-        assert header.correlation_id == self.correlation
-        response, _ = entity_reader(FetchResponse)(frame, used)
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "the listener closed the connection"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _listed(response: FetchResponse) -> dict[int, tuple[int, int]]:
@@ -84,7 +47,7 @@ def test_fetch_sessions_by_hand(kafka, backend):
     broker = backend.connect()
     broker.create_topic("s", partitions=3)
     _send(broker, 0, 2)
-    client = RawClient(kafka.port)
+    client = FetchClient(kafka.port)
     try:
         full = client.fetch(0, 0, {0: 0, 1: 0, 2: 0})
         session = int(full.session_id)

@@ -4,16 +4,18 @@ partition, past the log end too (0130, 0103, 0099); ListOffsets by a timestamp a
 record (0054); static membership (0102); DescribeGroups' client id and host (0081);
 Metadata's topic authorized operations (0081); a topic created with a replica assignment gets
 its partitions (0081); Fetch keeps to max_bytes (0082); a replaced static member is fenced
-(0102); TxnOffsetCommit checks the group member (found by the failover test)."""
+(0102); TxnOffsetCommit checks the group member (found by the failover test); OffsetFetch
+fails as a whole."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-from _kafka_listener import wait_for
+from _kafka_listener import RawClient, wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -228,3 +230,26 @@ def test_static_member_replaced_by_a_newer_instance_is_fenced(kafka, backend):
     fatal = [e for e in errors if e.fatal() or e.code() == KafkaError._FATAL]
     assert fatal, errors
     newer.close()
+
+
+def test_offset_fetch_fails_as_a_whole_and_an_unknown_topic_has_no_offset(kafka, backend):
+    """A read that fails is the response's error (clients retry it); were it each partition's,
+    librdkafka would take those partitions as having no committed offset, and a copier
+    rewinding to the committed offsets (librdkafka's transactions example) would start them
+    over. A topic the cluster does not know has no offset, and no error, as in Kafka."""
+    create(kafka, ("fetched", 1))
+    c = consumer(kafka, "fetch-group")
+    c.commit(offsets=[TopicPartition("fetched", 0, 0)], asynchronous=False)
+    client = RawClient(kafka.port)
+    try:
+        asked = [{"name": "fetched", "partition_indexes": [0]}, {"name": "never-created", "partition_indexes": [0]}]
+        answer = client.call(9, 7, {"group_id": "fetch-group", "topics": asked, "require_stable": True})
+        assert answer.error_code == ErrorCode.none
+        got = {(t.name, p.partition_index): (p.committed_offset, p.error_code)
+               for t in answer.topics for p in t.partitions}
+        assert got == {("fetched", 0): (0, ErrorCode.none), ("never-created", 0): (-1, ErrorCode.none)}
+        refused = client.call(9, 7, {"group_id": "bad\x01group", "topics": asked, "require_stable": True})
+        assert refused.error_code == ErrorCode.invalid_request
+    finally:
+        client.close()
+        c.close()

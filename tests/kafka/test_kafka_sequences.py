@@ -6,57 +6,17 @@ INVALID_TXN_STATE. Nothing refused is written."""
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
-
 import pytest
+from _kafka_listener import RawClient
 from kio.schema.errors import ErrorCode
-from kio.schema.request_header.v2.header import RequestHeader
-from kio.serial import entity_reader, entity_writer
 
 from txn_broker import TopicPartition
-from txn_broker.kafka import codec
 from txn_broker.kafka.recordbatch import TRANSACTIONAL, Record, encode_batch
 
 pytestmark = pytest.mark.integration
 
 
-class Client:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, body: dict):
-        return self.receive(api_key, version, self.send(api_key, version, body))
-
-    def send(self, api_key: int, version: int, body: dict) -> int:
-        """Send a request without waiting for its response: its correlation id."""
-        self.correlation += 1
-        request_cls = codec.request_class(api_key, version)
-        out = io.BytesIO()
-        entity_writer(RequestHeader)(out, RequestHeader(request_api_key=api_key, request_api_version=version,
-                                                        correlation_id=self.correlation, client_id="t"))
-        entity_writer(request_cls)(out, codec.build(request_cls, body))
-        data = out.getvalue()
-        self.sock.sendall(struct.pack(">i", len(data)) + data)
-        return self.correlation
-
-    def receive(self, api_key: int, version: int, correlation: int):
-        size = struct.unpack(">i", self._read(4))[0]
-        frame = self._read(size)
-        assert struct.unpack(">i", frame[:4])[0] == correlation
-        response, _ = entity_reader(codec.response_class(api_key, version))(frame, 5)  # header v1: id + tags
-        return response
-
-    def _read(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            assert chunk, "connection closed"
-            buf += chunk
-        return buf
-
+class Client(RawClient):
     def produce(self, topic: str, batch: bytes, transactional_id: str | None = None):
         return self.produce_answer(self.call(0, 9, produce_body(topic, batch, transactional_id)))
 

@@ -28,10 +28,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +48,7 @@ from ..errors import (
     StorageUnavailableError,
     TxnBrokerError,
     UnknownGroupError,
+    UnknownTopicOrPartitionError,
 )
 from ..log.batches import DEFAULT_SCHEMA, check_record_sizes
 from ..log.partition import READ_COMMITTED, READ_UNCOMMITTED, PlannedSegment, plan_fetch
@@ -114,10 +114,28 @@ class ListenerTerm:
     expiry_ms: int
 
 
+#: a check run in a request's database transaction, once the transactional id is locked: it
+#: refuses the request by raising (the client gave up on it: kafka/peer.py)
+Check = Callable[[Any], None]
+
+
 def _check_term(term: ListenerTerm, tx: Any) -> None:
     if tx.scalar("kafka_listener_in_term", node_id=term.node_id, started_ms=term.started_ms,
                  expiry_ms=term.expiry_ms) is None:
         raise NotCoordinatorError(f"listener {term.node_id} was taken as down since it checked the group member")
+
+
+def _checks(term: ListenerTerm | None, check: Check | None) -> Check | None:
+    """The coordinator's term (if the request was checked in one), then ``check``."""
+    if term is None:
+        return check
+
+    def both(tx: Any) -> None:
+        _check_term(term, tx)
+        if check is not None:
+            check(tx)
+
+    return both
 
 
 @dataclass(frozen=True)
@@ -603,34 +621,37 @@ class KafkaBackend:
     # -- transactions ----------------------------------------------------------------------
 
     def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int,
-                         epoch: int) -> tuple[int, int]:
+                         epoch: int, check: Check | None = None) -> tuple[int, int]:
         if transactional_id is None:
             if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:  # an idempotent producer's epoch bump
                 return producer_id, epoch + 1
             return self.broker._coordinator.allocate_producer_id(), 0
         current = ProducerIdentity(transactional_id, producer_id, epoch) if producer_id >= 0 else None
-        ident = self.broker._coordinator.init_transactions(transactional_id, timeout_ms, current=current)
+        ident = self.broker._coordinator.init_transactions(transactional_id, timeout_ms, current=current, check=check)
         return ident.producer_id, ident.epoch
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: Sequence[tuple[str, int]]) -> None:
+                       partitions: Sequence[tuple[str, int]], check: Check | None = None) -> None:
         ids = []
         for topic, partition in partitions:
             meta = self._meta(topic, partition)
             ids.append((meta.topic_id, partition))
         ident = ProducerIdentity(transactional_id, producer_id, epoch)
-        self.broker._coordinator.add_partitions(ident, ids)
+        self.broker._coordinator.add_partitions(ident, ids, check=check)
 
-    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
+                    check: Check | None = None) -> None:
         """AddOffsetsToTxn: opens the transaction; the offsets come with TxnOffsetCommit."""
         from ..names import validate_id
 
         validate_id("group id", group_id)
-        self.broker._coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [])
+        self.broker._coordinator.add_partitions(ProducerIdentity(transactional_id, producer_id, epoch), [],
+                                                check=check)
 
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
                           offsets: dict[tuple[str, int], OffsetAndMetadata],
-                          term: ListenerTerm | None = None) -> dict[tuple[str, int], TxnBrokerError]:
+                          term: ListenerTerm | None = None, check: Check | None = None
+                          ) -> dict[tuple[str, int], TxnBrokerError]:
         """TxnOffsetCommit: stage the offsets in the transaction. Each partition is checked
         on its own (unknown, bad metadata: that partition fails, the others are staged); any
         offset >= 0 is taken, as Kafka takes it. The partitions that failed, with why.
@@ -643,7 +664,7 @@ class KafkaBackend:
             self.broker._coordinator.add_offsets(
                 ProducerIdentity(transactional_id, producer_id, epoch), group_id,
                 [(self._meta(tp.topic, tp.partition).topic_id, tp.partition, c) for tp, c in rows.items()],
-                check=None if term is None else partial(_check_term, term))
+                check=_checks(term, check))
         return failed
 
     def _offset_rows(self, offsets: dict[tuple[str, int], OffsetAndMetadata]
@@ -662,9 +683,10 @@ class KafkaBackend:
             rows[TopicPartition(topic, partition)] = committed
         return failed, rows
 
-    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                check: Check | None = None) -> None:
         self.broker._coordinator.end_transaction(ProducerIdentity(transactional_id, producer_id, epoch),
-                                                None, commit=commit)
+                                                None, commit=commit, check=check)
 
     def list_transactions(self, states: Iterable[str]) -> list[Any]:
         wanted = list(states)
@@ -676,7 +698,8 @@ class KafkaBackend:
     # -- group offsets ---------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
-                       term: ListenerTerm | None = None) -> dict[tuple[str, int], TxnBrokerError]:
+                       term: ListenerTerm | None = None, check: Check | None = None
+                       ) -> dict[tuple[str, int], TxnBrokerError]:
         """OffsetCommit: each partition checked on its own (the partitions that failed, with
         why; the others are committed); any offset >= 0 is kept, past the log end too, as
         Kafka keeps it: the consumer's auto.offset.reset decides what it reads.
@@ -688,14 +711,22 @@ class KafkaBackend:
         failed, rows = self._offset_rows(offsets)
         if rows:
             commit_offsets(self.broker._db, self.broker._topics, group_id, rows, within_log=False,
-                           check=None if term is None else partial(_check_term, term))
+                           check=_checks(term, check))
         return failed
 
     def committed(self, group_id: str, partitions: Sequence[tuple[str, int]]
                   ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
-        """Committed offsets with their metadata, None where the group has none."""
-        got = self.broker.committed_metadata(group_id, [TopicPartition(t, p) for t, p in partitions])
-        return {(tp.topic, tp.partition): c for tp, c in got.items()}
+        """Committed offsets with their metadata, None where the group has none (a topic or
+        partition that does not exist has none, as Kafka answers it)."""
+        known = []
+        for topic, partition in partitions:
+            try:
+                self._meta(topic, partition)
+            except UnknownTopicOrPartitionError:
+                continue
+            known.append(TopicPartition(topic, partition))
+        got = self.broker.committed_metadata(group_id, known)
+        return {(t, p): got.get(TopicPartition(t, p)) for t, p in partitions}
 
     def group_partitions(self, group_id: str) -> list[tuple[str, int]]:
         """The partitions ``group_id`` has committed offsets for (none: an empty list)."""

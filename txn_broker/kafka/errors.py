@@ -19,9 +19,17 @@ class NotCoordinatorError(e.TxnBrokerError):
     retriable = True
 
 
+class ClientGoneError(e.TxnBrokerError):
+    """The client closed the connection before its request ran (it timed the request out
+    and retries it, perhaps at another listener): the request is not run (kafka/peer.py)."""
+
+    retriable = True
+
+
 #: most specific class first: the first ``isinstance`` match wins
 _BY_CLASS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (NotCoordinatorError, ErrorCode.not_coordinator),
+    (ClientGoneError, ErrorCode.request_timed_out),
     # the epoch in the request is older than the coordinator's: Kafka answers
     # PRODUCER_FENCED from InitProducerId, AddPartitionsToTxn, EndTxn (KIP-588) and
     # INVALID_PRODUCER_EPOCH from Produce; the handler picks (see ``for_produce``)

@@ -71,6 +71,11 @@ class FrameReader(asyncio.StreamReader):
     def exception(self) -> Exception | None:
         return self._error
 
+    @property
+    def peer_closed(self) -> bool:
+        """The peer ended its side of the connection (frames before the end may be unread)."""
+        return self._eof
+
     def feed_eof(self) -> None:
         self._eof = True
         self._wake()

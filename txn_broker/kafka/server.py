@@ -45,6 +45,7 @@ from .fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from .frames import BadFrameSize, FrameProtocol, FrameReader
 from .groups import GroupCoordinator
 from .limits import ListenerLimits
+from .peer import PeerProbe
 from .recordbatch import RecordFormatError, decode_batches
 from .security import SaslSession, SaslUsers
 
@@ -294,6 +295,7 @@ class KafkaServer:
             # and its transport would take a limit of 0 as always full)
             writer.transport.set_write_buffer_limits(high=0)
         session = SaslSession(self.sasl_users) if self.sasl_users is not None else None
+        probe = PeerProbe(reader, writer.get_extra_info("socket"))
         frames: asyncio.Queue[_Frame | BaseException | None] = asyncio.Queue(maxsize=1)
         reading = asyncio.create_task(self._read_frames(reader, frames, peer, session))
         try:
@@ -303,7 +305,7 @@ class KafkaServer:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                dispatched = self._dispatch(item.frame, peer, session, item.prepared)
+                dispatched = self._dispatch(item.frame, peer, session, item.prepared, probe)
                 response = await (dispatched if self.metrics is None else
                                   self.metrics.observe(codec.peek_head(item.frame).api_key, dispatched))
                 if response is None:
@@ -415,7 +417,8 @@ class KafkaServer:
             await self.call(self.backend.discard, prepared)
 
     async def _dispatch(self, frame: codec.Frame, peer: Any, session: SaslSession | None = None,
-                        prepared: asyncio.Task[_Prepared] | None = None) -> bytes | list[bytes | memoryview] | None:
+                        prepared: asyncio.Task[_Prepared] | None = None,
+                        probe: PeerProbe | None = None) -> bytes | list[bytes | memoryview] | None:
         if session is not None and session.bare_tokens and not session.authenticated:
             # after SaslHandshake v0: a bare token, answered bare; a failure closes, as in Kafka
             code, message, token = session.authenticate(bytes(frame))
@@ -430,7 +433,7 @@ class KafkaServer:
             return self._unsupported(head, peer)
         if prepared is not None:
             head, request, ready = await prepared
-            ctx = RequestContext(head, peer, session, ready)
+            ctx = RequestContext(head, peer, session, ready, probe)
             try:
                 payload = await produce(self, ctx, request)
             finally:
@@ -438,7 +441,8 @@ class KafkaServer:
                     await self.call(self.backend.discard, left)
         else:
             head, request = codec.decode_request(frame, self.supported)
-            payload = await HANDLERS[head.api_key].handler(self, RequestContext(head, peer, session), request)
+            payload = await HANDLERS[head.api_key].handler(self, RequestContext(head, peer, session, probe=probe),
+                                                           request)
         if self.metrics is not None:
             self.metrics.answered(head.api_key, payload)
         if payload is None:  # acks=0

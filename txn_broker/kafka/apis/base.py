@@ -14,6 +14,7 @@ from ..authorizer import Authorizer, Operation, Principal, ResourceType
 from ..backend import AclStore, KafkaBackend, ListenerTerm, Node, PreparedProduce
 from ..fetch_sessions import FetchSessionCache
 from ..groups import GroupCoordinator
+from ..peer import PeerProbe
 from ..security import SaslSession
 
 T = TypeVar("T")
@@ -69,6 +70,15 @@ class RequestContext:
     session: SaslSession | None = None
     #: Produce: batches prepared ahead of the request's turn, taken out as they are committed
     ready: dict[tuple[str, int], PreparedProduce] = field(default_factory=dict)
+    #: whether the client still waits for the answer (None: not known, taken as waiting)
+    probe: PeerProbe | None = None
+
+    def client_waits(self, tx: Any = None) -> None:
+        """A database check (run after the transactional id's lock): ClientGoneError if the
+        client closed the connection, so a request it gave up on and sent again elsewhere
+        is not run late (kafka/peer.py)."""
+        if self.probe is not None:
+            self.probe.check(tx)
 
     @property
     def version(self) -> int:

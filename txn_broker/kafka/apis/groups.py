@@ -30,9 +30,12 @@ def _refused_or_elsewhere(server: Listener, ctx: RequestContext, group_id: str) 
 
 async def join_group(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     early = _refused_or_elsewhere(server, ctx, req.group_id)
-    if early is not None:
-        return early
-    return await server.groups.join(req, ctx.version, ctx.head.client_id or "", ctx.client_host)
+    answer = early if early is not None else \
+        await server.groups.join(req, ctx.version, ctx.head.client_id or "", ctx.client_host)
+    if ctx.version < 7 and answer.get("protocol_name") is None:
+        # no protocol chosen (an error): null only from v7, an empty name before, as in Kafka
+        answer = {**answer, "protocol_name": ""}
+    return answer
 
 
 async def sync_group(server: Listener, ctx: RequestContext, req: Any) -> Payload:

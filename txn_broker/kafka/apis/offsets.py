@@ -42,7 +42,8 @@ async def offset_commit(server: Listener, ctx: RequestContext, req: Any) -> Payl
             else:
                 offsets[key] = committed_value(p)
     if offsets:  # each partition answered on its own, as Kafka does
-        failed, code = await server.attempt(server.backend.commit_offsets, req.group_id, offsets, term)
+        failed, code = await server.attempt(server.backend.commit_offsets, req.group_id, offsets, term,
+                                            ctx.client_waits)
         for key in offsets:
             codes[key] = code if failed is None else error_code(failed[key]) if key in failed else ErrorCode.none
     return {"throttle_time": 0, "topics": [
@@ -80,7 +81,11 @@ async def offset_fetch(server: Listener, ctx: RequestContext, req: Any) -> Paylo
             "committed_leader_epoch": -1 if committed is None or committed.leader_epoch is None
             else committed.leader_epoch,
             "metadata": "" if committed is None else committed.metadata, "error_code": part_code})
-    return {"throttle_time": 0, "error_code": ErrorCode.none,
+    # a failed read is the response's error (v2+), as Kafka's coordinator answers one: clients
+    # retry it. A partition's error means that partition has no usable offset, and a client
+    # rewinding to the committed offsets (librdkafka's transactions example) would start it
+    # from the beginning
+    return {"throttle_time": 0, "error_code": ErrorCode.none if got is not None else code,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 

@@ -35,7 +35,8 @@ async def init_producer_id(server: Listener, ctx: RequestContext, req: Any) -> P
     timeout = req.transaction_timeout
     timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
     got, code = await server.attempt(server.backend.init_producer_id, tid, timeout_ms,
-                                     int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
+                                     int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)),
+                                     ctx.client_waits)
     pid, epoch = got if got is not None else (-1, -1)
     return {"throttle_time": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
@@ -54,7 +55,7 @@ async def add_partitions_to_txn(server: Listener, ctx: RequestContext, req: Any)
                      else ErrorCode.operation_not_attempted for t in req.v3_and_below_topics}
         else:
             _, code = await server.attempt(server.backend.add_partitions, tid, int(req.v3_and_below_producer_id),
-                                           int(req.v3_and_below_producer_epoch), pairs)
+                                           int(req.v3_and_below_producer_epoch), pairs, ctx.client_waits)
             codes = {t.name: code for t in req.v3_and_below_topics}
     topics = [{"name": t.name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": codes[t.name]} for p in t.partitions]}
@@ -68,7 +69,7 @@ async def add_offsets_to_txn(server: Listener, ctx: RequestContext, req: Any) ->
     if not allows(server, ctx, Operation.READ, ResourceType.GROUP, req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     _, code = await server.attempt(server.backend.add_offsets, req.transactional_id, int(req.producer_id),
-                                   int(req.producer_epoch), req.group_id)
+                                   int(req.producer_epoch), req.group_id, ctx.client_waits)
     return {"throttle_time": 0, "error_code": code}
 
 
@@ -109,7 +110,7 @@ async def txn_offset_commit(server: Listener, ctx: RequestContext, req: Any) -> 
     if offsets:
         failed, code = await server.attempt(server.backend.txn_offset_commit, req.transactional_id,
                                             int(req.producer_id), int(req.producer_epoch), req.group_id, offsets,
-                                            term)
+                                            term, ctx.client_waits)
         for key in offsets:
             codes[key] = code if failed is None else error_code(failed[key]) if key in failed else ErrorCode.none
     return {"throttle_time": 0, "topics": [
@@ -122,7 +123,7 @@ async def end_txn(server: Listener, ctx: RequestContext, req: Any) -> Payload:
     if not _may_write(server, ctx, req.transactional_id):
         return {"throttle_time": 0, "error_code": TID_REFUSED}
     _, code = await server.attempt(server.backend.end_txn, req.transactional_id, int(req.producer_id),
-                                   int(req.producer_epoch), bool(req.committed))
+                                   int(req.producer_epoch), bool(req.committed), ctx.client_waits)
     return {"throttle_time": 0, "error_code": code}
 
 
