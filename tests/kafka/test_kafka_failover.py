@@ -122,6 +122,23 @@ def listener_rows(backend) -> list:  # type: ignore[no-untyped-def]
         return KafkaBackend(broker).live_listeners(60_000)
 
 
+def output_segments(backend, partition: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """Who wrote each segment of an output partition (what a duplicate needs to be traced):
+    offsets, transaction, transactional id, producer id and epoch, first sequence."""
+    import sqlalchemy as sa
+
+    query = sa.text("""
+        SELECT s.base_offset, s.record_count, s.txn_id, x.transactional_id, s.producer_id,
+               s.producer_epoch, s.base_sequence, s.purged_ms
+        FROM segments s JOIN topics t ON t.topic_id = s.topic_id
+        LEFT JOIN transactions x ON x.txn_id = s.txn_id
+        WHERE t.name = 'output' AND s.partition_no = :p ORDER BY s.base_offset""")
+    with backend.connect() as broker:
+        rows = broker._db.read(lambda tx: tx._conn.execute(query, {"p": partition}).all())
+    return [f"{r[0]}+{r[1]} txn {r[2]} {r[3]} pid {r[4]} epoch {r[5]} seq {r[6]}" + (" purged" if r[7] else "")
+            for r in rows]
+
+
 def describe_rows(rows: list) -> list[str]:
     """What a failed assertion about coordination needs to be understood."""
     return [f"node {r.node.node_id} port {r.node.port}: heartbeat {r.age_ms} ms ago, term {r.term_ms} ms old"
@@ -252,7 +269,8 @@ def test_listeners_killed_and_stopped_under_transactional_copiers(backend, tmp_p
         expected = {p: [f"{p}-{i}".encode() for i in range(end)] for p in range(PARTITIONS)}
         output = read_output(bootstraps_live)
         for p, values in expected.items():  # each record once, in order
-            assert output[p] == values, (p, describe_difference(output[p], values), [log.read_text() for log in logs])
+            assert output[p] == values, (p, describe_difference(output[p], values), output_segments(backend, p),
+                                         [log.read_text() for log in logs])
         wait_for(lambda: len(reader.seen) >= PARTITIONS * end, timeout=30, what="the reader group")
         assert sorted(reader.seen.values()) == sorted(v for values in expected.values() for v in values)
         assert not reader.errors, reader.errors
