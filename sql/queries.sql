@@ -616,6 +616,18 @@ WHERE tp.marker = 'COMMIT' AND tp.first_offset IS NOT NULL
 -- whole statement, per dialect (txn_broker/database.py).
 {next_txn_id};
 
+-- add_txn_append_added --
+-- An append in a transaction to a partition AddPartitionsToTxn added (a Kafka client's
+-- produce, KIP-890): notes it in the partition's entry; no row changed when the partition is
+-- not in the transaction (a request its client gave up on, read after the client had moved on
+-- to its next transaction) or its marker is written (the transaction ended): refused
+UPDATE txn_partitions
+SET first_offset = COALESCE(first_offset, :base_offset),
+    last_offset = :last_offset,
+    record_count = record_count + :record_count,
+    size_bytes = size_bytes + :size_bytes
+WHERE txn_id = :txn_id AND topic_id = :topic_id AND partition_no = :partition_no AND marker IS NULL;
+
 -- add_txn_append --
 -- An append in a transaction: notes the append in its partition's entry, adding the
 -- partition if AddPartitionsToTxn did not (a Spark writer's registration, a reply lost);

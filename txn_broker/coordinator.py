@@ -355,9 +355,11 @@ class Coordinator:
         ``txn_id``: the transaction the producer knows to be open, which must still be the
         open one; None if it knows of none: starts one (and its timeout clock) if the id is
         idle, or joins the one this instance (same epoch) has open, started by a request
-        whose reply was lost. ``begin=False``: never starts one, only joins the open one
-        (KIP-890: a Kafka client's transactional produce must follow its
-        AddPartitionsToTxn). Each result carries the transaction's id.
+        whose reply was lost. ``begin=False``: never starts one, only joins the open one,
+        and only in partitions already added to it (KIP-890: a Kafka client's
+        transactional produce must follow its AddPartitionsToTxn; a Produce its client gave
+        up on and read late must not join the client's next transaction). Each result
+        carries the transaction's id.
 
         Raises ProducerFencedError, InvalidTxnStateError (that transaction ended: a late
         append), ConcurrentTransactionsError, OutOfOrderSequenceError,
@@ -383,7 +385,8 @@ class Coordinator:
                         f"transactional id {ident.transactional_id!r}: transaction {txn_id} is not "
                         f"open (state {row.state}); the append is refused"
                     )
-            return [append_sequenced(tx, ident, open_txn, w) for w in _in_sequence(writes)]
+            added_only = open_txn is not None and not begin
+            return [append_sequenced(tx, ident, open_txn, w, added_only=added_only) for w in _in_sequence(writes)]
 
         return self.db.run(work)
 

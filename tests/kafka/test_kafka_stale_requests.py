@@ -8,6 +8,10 @@ the failover test: one chunk of the output copied twice). A listener runs such a
 only if its client has not closed the connection (txn_broker/kafka/peer.py); a request whose
 client still waits is run when the listener resumes, as before.
 
+A late Produce cannot join the next transaction either: a transactional batch goes only to a
+partition AddPartitionsToTxn added to the open transaction (KIP-890's check), and its
+sequence number is checked against what the producer stored there.
+
 Also: a JoinGroup error answered at a version before 7 (UNKNOWN_MEMBER_ID from a coordinator
 that does not know the member, as after a group moved) is an answer, not a closed
 connection."""
@@ -22,7 +26,9 @@ import pytest
 from _kafka_listener import Listener, RawClient
 from kio.schema.errors import ErrorCode
 
+from txn_broker import TopicPartition
 from txn_broker.kafka import SUPPORTED
+from txn_broker.kafka.recordbatch import TRANSACTIONAL, Record, encode_batch
 
 pytestmark = pytest.mark.integration
 
@@ -33,9 +39,29 @@ def end_txn(pid: int, epoch: int, commit: bool = True) -> dict:
     return {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
 
 
-def add_partitions(pid: int, epoch: int) -> dict:
+def add_partitions(pid: int, epoch: int, partition: int = 0) -> dict:
     return {"v3_and_below_transactional_id": TID, "v3_and_below_producer_id": pid,
-            "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": "out", "partitions": [0]}]}
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": "out", "partitions": [partition]}]}
+
+
+def produce(pid: int, epoch: int, partition: int, values: list[bytes]) -> dict:
+    """A transactional Produce of ``values`` (sequences from 0) to a partition of ``out``."""
+    records = [Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)]
+    batch = encode_batch(0, records, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                         attributes=TRANSACTIONAL)
+    return {"transactional_id": TID, "acks": -1, "timeout": 5000,
+            "topic_data": [{"name": "out", "partition_data": [{"index": partition, "records": batch}]}]}
+
+
+def produced(answer) -> int:  # type: ignore[no-untyped-def]
+    return int(answer.responses[0].partition_responses[0].error_code)
+
+
+def create_out(client: RawClient, partitions: int = 1) -> None:
+    created = client.call(19, 5, {"topics": [{"name": "out", "num_partitions": partitions, "replication_factor": 1,
+                                              "assignments": [], "configs": []}], "timeout": 5000})
+    assert created.topics[0].error_code == ErrorCode.none
 
 
 def txn_offsets(pid: int, epoch: int, offset: int) -> dict:
@@ -67,9 +93,7 @@ def test_a_request_whose_client_left_a_stopped_listener_is_not_run_when_it_resum
     live_side = Listener(backend.env, tmp_path / "serve-1.log")
     live = RawClient(live_side.port)
     try:
-        created = live.call(19, 5, {"topics": [{"name": "out", "num_partitions": 1, "replication_factor": 1,
-                                                "assignments": [], "configs": []}], "timeout": 5000})
-        assert created.topics[0].error_code == ErrorCode.none
+        create_out(live)
         init = live.call(22, 4, {"transactional_id": TID, "transaction_timeout": 60000, "producer_id": -1,
                                  "producer_epoch": -1})
         pid, epoch = int(init.producer_id), int(init.producer_epoch)
@@ -119,6 +143,49 @@ def test_a_request_whose_client_left_a_stopped_listener_is_not_run_when_it_resum
         for listener in (stopped_side, live_side):
             listener.stop()
     assert "Traceback" not in stopped_side.log() + live_side.log()
+
+
+def test_a_late_produce_does_not_join_the_next_transaction(backend, tmp_path):
+    """The first transaction writes to partition 0; its Produce sits in a stopped listener
+    while the client gives up, aborts, and writes its next transaction to partition 1 only.
+    Read when the listener resumes, the Produce is refused: partition 0 is not in the open
+    transaction. Without the check it joined that transaction and committed with it."""
+    stopped_side = Listener(backend.env, tmp_path / "serve-0.log")
+    live_side = Listener(backend.env, tmp_path / "serve-1.log")
+    live = RawClient(live_side.port)
+    try:
+        create_out(live, partitions=2)
+        init = live.call(22, 4, {"transactional_id": TID, "transaction_timeout": 60000, "producer_id": -1,
+                                 "producer_epoch": -1})
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        assert live.call(24, 3, add_partitions(pid, epoch, 0)).results_by_topic_v3_and_below[0] \
+            .results_by_partition[0].partition_error_code == 0
+        given_up = RawClient(stopped_side.port)
+        os.killpg(stopped_side.proc.pid, signal.SIGSTOP)
+        try:
+            given_up.send(0, 9, produce(pid, epoch, 0, [b"late"]))
+            given_up.close()
+            assert live.call(26, 3, end_txn(pid, epoch, commit=False)).error_code == ErrorCode.none
+            assert live.call(24, 3, add_partitions(pid, epoch, 1)).results_by_topic_v3_and_below[0] \
+                .results_by_partition[0].partition_error_code == 0
+            assert produced(live.call(0, 9, produce(pid, epoch, 1, [b"next"]))) == ErrorCode.none
+        finally:
+            os.killpg(stopped_side.proc.pid, signal.SIGCONT)
+        answered(stopped_side)
+        assert live.call(26, 3, end_txn(pid, epoch)).error_code == ErrorCode.none
+        ends = [TopicPartition("out", 0), TopicPartition("out", 1)]
+        with backend.connect() as broker:  # nothing late was stored: partition 0 is empty
+            assert broker.end_offsets(ends, "read_uncommitted") == {ends[0]: 0, ends[1]: 1}
+        # a client that never added the partition is refused the same way, and told so
+        assert live.call(24, 3, add_partitions(pid, epoch, 1)).results_by_topic_v3_and_below[0] \
+            .results_by_partition[0].partition_error_code == 0
+        assert produced(live.call(0, 9, produce(pid, epoch, 0, [b"unadded"]))) == ErrorCode.invalid_txn_state
+        with backend.connect() as broker:
+            assert broker.end_offsets(ends, "read_uncommitted") == {ends[0]: 0, ends[1]: 1}
+    finally:
+        live.close()
+        for listener in (stopped_side, live_side):
+            listener.stop()
 
 
 def test_join_group_errors_are_answered_at_every_version(kafka):

@@ -19,16 +19,19 @@ from ..errors import (
 from .types import AppendResult, ProducerIdentity, SegmentWrite
 
 
-def append_sequenced(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite) -> AppendResult:
+def append_sequenced(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite, *,
+                     added_only: bool = False) -> AppendResult:
     """Append ``w`` if its sequence number is the next of (producer, partition); answer
-    the stored offsets (``duplicate=True``) for a retry of a batch already stored."""
+    the stored offsets (``duplicate=True``) for a retry of a batch already stored.
+    ``added_only``: a transactional append only to a partition already in the transaction
+    (InvalidTxnStateError otherwise), as a Kafka broker verifies it (KIP-890)."""
     key = {"producer_id": ident.producer_id, "topic_id": w.topic_id, "partition_no": w.partition}
     last = w.base_sequence if w.last_sequence is None else w.last_sequence
     if last >= w.base_sequence and tx.execute(
             "advance_producer_sequence", **key, producer_epoch=ident.epoch, last_sequence=last,
             previous_sequence=w.base_sequence - 1) == 1:
         # the next batch in the same epoch (checked and recorded by that one statement)
-        return _insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence)
+        return _insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence, added_only=added_only)
     state = tx.one("producer_state_for_update", **key)
     if state is not None and state.producer_epoch > ident.epoch:
         raise InvalidProducerEpochError(
@@ -67,7 +70,7 @@ def append_sequenced(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: Seg
         raise OutOfOrderSequenceError(
             f"batch on {w.topic}-{w.partition} ends at sequence {last}, before its first {w.base_sequence}")
     tx.execute("upsert_producer_state", **key, producer_epoch=ident.epoch, last_sequence=last)
-    return _insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence)
+    return _insert_segment(tx, ident, txn_id, w, base_sequence=w.base_sequence, added_only=added_only)
 
 
 def append_uploaded(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite) -> AppendResult:
@@ -82,7 +85,8 @@ def append_uploaded(tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: Segm
 
 
 def _insert_segment(
-    tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite, base_sequence: int
+    tx: Tx, ident: ProducerIdentity, txn_id: int | None, w: SegmentWrite, base_sequence: int,
+    added_only: bool = False,
 ) -> AppendResult:
     """Assign offsets (locking the partition row), register the segment and, in a
     transaction, add the partition to the transaction or note the append in its entry
@@ -99,12 +103,16 @@ def _insert_segment(
         "object_key": w.object_key, "producer_epoch": ident.epoch, "base_sequence": base_sequence,
         "txn_id": txn_id, "max_timestamp_ms": w.max_timestamp_ms, "schema_version": w.schema_version})]
     if txn_id is not None:
-        statements.append(("add_txn_append", {
+        statements.append(("add_txn_append_added" if added_only else "add_txn_append", {
             "txn_id": txn_id, "topic_id": w.topic_id, "partition_no": w.partition, "base_offset": base_offset,
             "last_offset": base_offset + w.record_count - 1, "record_count": w.record_count,
             "size_bytes": w.size_bytes}))
     changed = tx.execute_batch(statements)  # one round trip; the count is add_txn_append's
     if txn_id is not None and changed != 1:  # its marker is written: the caller checked the state, so never
+        if added_only:
+            raise InvalidTxnStateError(
+                f"{w.topic}-{w.partition} is not in transaction {txn_id}: AddPartitionsToTxn must come first "
+                "(or the request was sent for an earlier transaction); the append is refused")
         raise InvalidTxnStateError(
             f"transaction {txn_id} has ended in {w.topic}-{w.partition}; the append is refused"
         )
