@@ -102,6 +102,18 @@ def coordinator_of(listener: Listener, group: str) -> tuple[int, int]:
         return read_find_coordinator(sock)
 
 
+def create_topic_body(name: str, partitions: int = 1) -> dict[str, Any]:
+    """A CreateTopics request's body for one topic."""
+    return {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout": 5000}
+
+
+def produce_body(topic: str, batch: bytes, transactional_id: str | None = None, partition: int = 0) -> dict[str, Any]:
+    """A Produce request's body (acks=-1) of one record batch to one partition."""
+    return {"transactional_id": transactional_id, "acks": -1, "timeout": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+
+
 class RawClient:
     """One connection to a listener, request by request (kio builds the frames), at any
     version: the request and response headers follow the version's flexibility."""

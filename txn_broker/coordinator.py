@@ -104,9 +104,14 @@ class Coordinator:
 
     # -- the transaction log -------------------------------------------------------------
 
-    def _lock(self, tx: Tx, transactional_id: str, *, skip_locked: bool = False) -> _IdRow | None:
+    def _lock(self, tx: Tx, transactional_id: str, *, skip_locked: bool = False,
+              check: Callable[[Tx], None] | None = None) -> _IdRow | None:
+        """The id's row, locked. ``check(tx)``, run once it is locked, may refuse the
+        request by raising (see ``end_transaction``)."""
         query = "transactional_id_claim" if skip_locked else "transactional_id_for_update"
         row = tx.one(query, transactional_id=transactional_id)
+        if check is not None:
+            check(tx)
         return _IdRow.of(row) if row else None
 
     def _transition(self, tx: Tx, row: _IdRow, target: TxnState, reason: str, *, persist: bool = True,
@@ -224,9 +229,7 @@ class Coordinator:
             )
 
         def work(tx: Tx) -> ProducerIdentity:
-            row = self._lock(tx, transactional_id)
-            if check is not None:
-                check(tx)
+            row = self._lock(tx, transactional_id, check=check)
             if row is not None and current is not None:
                 self._check_fenced(row, current)
             if row is None:
@@ -307,10 +310,7 @@ class Coordinator:
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
-            row = self._lock(tx, tid)
-            if check is not None:
-                check(tx)
-            row = self._check_fenced(row, ident)
+            row = self._check_fenced(self._lock(tx, tid, check=check), ident)
             return self._begin_if_idle(tx, row, "add partitions", then=lambda txn_id: [
                 ("add_txn_partition", {"txn_id": txn_id, "topic_id": topic_id, "partition_no": partition})
                 for topic_id, partition in sorted(set(partitions))])
@@ -329,10 +329,7 @@ class Coordinator:
         tid = ident.transactional_id
 
         def work(tx: Tx) -> int:
-            row = self._lock(tx, tid)
-            if check is not None:
-                check(tx)
-            row = self._check_fenced(row, ident)
+            row = self._check_fenced(self._lock(tx, tid, check=check), ident)
             txn_id = self._begin_if_idle(tx, row, "add offsets")
             for topic_id, partition, value in sorted(offsets, key=lambda o: (o[0], o[1])):
                 committed = OffsetAndMetadata.checked(value)
@@ -443,9 +440,7 @@ class Coordinator:
         verb = "commit" if commit else "abort"
 
         def work(tx: Tx) -> None:
-            row = self._lock(tx, tid)
-            if check is not None:
-                check(tx)
+            row = self._lock(tx, tid, check=check)
             if row is not None and row.producer_id == ident.producer_id and row.producer_epoch == ident.epoch \
                     and (txn_id is None or row.txn_id == txn_id):
                 if row.state == completed or (txn_id is None and row.state in IDLE_STATES):

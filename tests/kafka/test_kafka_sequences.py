@@ -7,7 +7,7 @@ INVALID_TXN_STATE. Nothing refused is written."""
 from __future__ import annotations
 
 import pytest
-from _kafka_listener import RawClient
+from _kafka_listener import RawClient, create_topic_body, produce_body
 from kio.schema.errors import ErrorCode
 
 from txn_broker import TopicPartition
@@ -24,16 +24,6 @@ class Client(RawClient):
     def produce_answer(response) -> tuple[int, int]:
         part = response.responses[0].partition_responses[0]
         return part.error_code, part.base_offset
-
-
-def produce_body(topic: str, batch: bytes, transactional_id: str | None = None) -> dict:
-    return {"transactional_id": transactional_id, "acks": -1, "timeout": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
-
-
-def create_topic_body(name: str) -> dict:
-    return {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-                        "configs": []}], "timeout": 5000}
 
 
 def batch(pid: int, epoch: int, seq: int, n: int, attributes: int = 0) -> bytes:

@@ -23,7 +23,7 @@ import signal
 import time
 
 import pytest
-from _kafka_listener import Listener, RawClient
+from _kafka_listener import Listener, RawClient, create_topic_body, produce_body
 from kio.schema.errors import ErrorCode
 
 from txn_broker import TopicPartition
@@ -50,8 +50,7 @@ def produce(pid: int, epoch: int, partition: int, values: list[bytes]) -> dict:
     records = [Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)]
     batch = encode_batch(0, records, producer_id=pid, producer_epoch=epoch, base_sequence=0,
                          attributes=TRANSACTIONAL)
-    return {"transactional_id": TID, "acks": -1, "timeout": 5000,
-            "topic_data": [{"name": "out", "partition_data": [{"index": partition, "records": batch}]}]}
+    return produce_body("out", batch, TID, partition)
 
 
 def produced(answer) -> int:  # type: ignore[no-untyped-def]
@@ -59,9 +58,7 @@ def produced(answer) -> int:  # type: ignore[no-untyped-def]
 
 
 def create_out(client: RawClient, partitions: int = 1) -> None:
-    created = client.call(19, 5, {"topics": [{"name": "out", "num_partitions": partitions, "replication_factor": 1,
-                                              "assignments": [], "configs": []}], "timeout": 5000})
-    assert created.topics[0].error_code == ErrorCode.none
+    assert client.call(19, 5, create_topic_body("out", partitions)).topics[0].error_code == ErrorCode.none
 
 
 def txn_offsets(pid: int, epoch: int, offset: int) -> dict:

@@ -43,8 +43,8 @@ class PeerProbe:
         poller.register(self._fd, _GONE)
         return any(events & _GONE for _, events in poller.poll(0))
 
-    def check(self, _tx: Any = None) -> None:
-        """Raise ClientGoneError if the peer closed the connection (a database check)."""
+    def check(self) -> None:
+        """Raise ClientGoneError if the peer closed the connection."""
         if self.closed():
             raise ClientGoneError("the client closed the connection before its request ran; "
                                   "it retries the request, if it still wants it")

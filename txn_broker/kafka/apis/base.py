@@ -78,7 +78,7 @@ class RequestContext:
         client closed the connection, so a request it gave up on and sent again elsewhere
         is not run late (kafka/peer.py)."""
         if self.probe is not None:
-            self.probe.check(tx)
+            self.probe.check()
 
     @property
     def version(self) -> int:
